@@ -1,0 +1,460 @@
+// stanaccel's bridge between one compiled Stan model and Python.
+//
+// This file is compiled once per machine against `stan::model::model_base`
+// and linked with each model's stanc-generated C++ (which defines
+// `new_model`), so a new Stan program only costs the compile of its own code.
+// It exposes one class, `Model`, holding a live model instance: log density
+// and gradient without copies and without the GIL, constrain/unconstrain, and
+// Stan's own NUTS services with in-memory writers. Errors cross as the Python
+// exception types of `stanaccel.stan.errors`.
+
+#include <stan/io/empty_var_context.hpp>
+#include <stan/io/json/json_data.hpp>
+#include <stan/math/rev.hpp>
+#include <stan/model/model_base.hpp>
+#include <stan/services/sample/hmc_nuts_dense_e.hpp>
+#include <stan/services/sample/hmc_nuts_dense_e_adapt.hpp>
+#include <stan/services/sample/hmc_nuts_diag_e.hpp>
+#include <stan/services/sample/hmc_nuts_diag_e_adapt.hpp>
+
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <memory>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace py = pybind11;
+
+// Defined by the stanc-generated translation unit of each model.
+stan::model::model_base &new_model(stan::io::var_context &data_context, unsigned int seed,
+                                   std::ostream *msg_stream);
+
+namespace {
+
+using vector_d = Eigen::Matrix<double, Eigen::Dynamic, 1>;
+using vector_v = Eigen::Matrix<stan::math::var, Eigen::Dynamic, 1>;
+using array_d = py::array_t<double, py::array::c_style | py::array::forcecast>;
+
+// Exceptions that Python code catches by type (set once at import).
+PyObject *domain_error_type = nullptr;
+PyObject *evaluation_error_type = nullptr;
+PyObject *data_error_type = nullptr;
+
+struct python_error : std::exception {
+  PyObject *type;
+  std::string message;
+  python_error(PyObject *t, std::string m) : type(t), message(std::move(m)) {}
+  const char *what() const noexcept override { return message.c_str(); }
+};
+
+// Every thread that runs reverse-mode autodiff needs its own tape.
+void ensure_autodiff_stack() { static thread_local stan::math::ChainableStack thread_stack; }
+
+class Model {
+ public:
+  Model(const std::string &data_json, unsigned int seed) {
+    std::stringstream messages;
+    try {
+      std::istringstream in(data_json);
+      stan::json::json_data data(in);
+      model_.reset(&new_model(data, seed, &messages));
+    } catch (const std::exception &e) {
+      std::string text = e.what();
+      if (!messages.str().empty()) text = messages.str() + "\n" + text;
+      throw python_error(data_error_type, text);
+    }
+    num_unc_ = model_->num_params_r();
+  }
+
+  std::string name() const { return model_->model_name(); }
+  std::size_t param_unc_num() const { return num_unc_; }
+
+  std::size_t param_num(bool include_tp, bool include_gq) const {
+    std::vector<std::string> names;
+    model_->constrained_param_names(names, include_tp, include_gq);
+    return names.size();
+  }
+
+  std::vector<std::string> param_names(bool include_tp, bool include_gq) const {
+    std::vector<std::string> names;
+    model_->constrained_param_names(names, include_tp, include_gq);
+    return names;
+  }
+
+  std::vector<std::string> param_unc_names() const {
+    std::vector<std::string> names;
+    model_->unconstrained_param_names(names, false, false);
+    return names;
+  }
+
+  // (name, dims) of each parameter block variable, in declaration order.
+  std::vector<std::pair<std::string, std::vector<std::size_t>>> variables(bool include_tp,
+                                                                          bool include_gq) const {
+    std::vector<std::string> names;
+    std::vector<std::vector<std::size_t>> dims;
+    model_->get_param_names(names, include_tp, include_gq);
+    model_->get_dims(dims, include_tp, include_gq);
+    std::vector<std::pair<std::string, std::vector<std::size_t>>> out;
+    for (std::size_t i = 0; i < names.size(); ++i) out.emplace_back(names[i], dims[i]);
+    return out;
+  }
+
+  double log_density(const array_d &theta, bool propto, bool jacobian) const {
+    Eigen::VectorXd x = checked_point(theta);
+    py::gil_scoped_release release;
+    try {
+      if (propto) {
+        // Dropping constants needs autodiff types: with doubles Stan drops every term.
+        ensure_autodiff_stack();
+        vector_v xv = x.cast<stan::math::var>();
+        double lp = var_log_prob(xv, true, jacobian).val();
+        stan::math::recover_memory();
+        return lp;
+      }
+      return jacobian ? model_->log_prob_jacobian(x, nullptr) : model_->log_prob(x, nullptr);
+    } catch (...) {
+      stan::math::recover_memory();
+      rethrow_evaluation_error();
+    }
+    return 0;
+  }
+
+  double log_density_gradient(const array_d &theta, bool propto, bool jacobian,
+                              py::array_t<double, py::array::c_style> grad_out) const {
+    Eigen::VectorXd x = checked_point(theta);
+    if (static_cast<std::size_t>(grad_out.size()) != num_unc_)
+      throw python_error(PyExc_ValueError, "gradient buffer has the wrong length");
+    double *grad = grad_out.mutable_data();
+    py::gil_scoped_release release;
+    return gradient(x, propto, jacobian, grad);
+  }
+
+  // Mean seconds per gradient evaluation measured inside C++ (for benchmarks).
+  double time_log_density_gradient(const array_d &theta, int repeats) const {
+    Eigen::VectorXd x = checked_point(theta);
+    std::vector<double> grad(num_unc_);
+    py::gil_scoped_release release;
+    auto start = std::chrono::steady_clock::now();
+    for (int i = 0; i < repeats; ++i) gradient(x, true, true, grad.data());
+    std::chrono::duration<double> elapsed = std::chrono::steady_clock::now() - start;
+    return elapsed.count() / repeats;
+  }
+
+  py::array_t<double> param_constrain(const array_d &theta, bool include_tp, bool include_gq,
+                                      unsigned int seed) const {
+    Eigen::VectorXd x = checked_point(theta);
+    Eigen::VectorXd out;
+    {
+      py::gil_scoped_release release;
+      stan::rng_t rng(seed);
+      try {
+        model_->write_array(rng, x, out, include_tp, include_gq, nullptr);
+      } catch (...) {
+        rethrow_evaluation_error();
+      }
+    }
+    return to_numpy(out);
+  }
+
+  py::array_t<double> param_unconstrain(const array_d &theta) const {
+    std::size_t expected = param_num(false, false);
+    if (static_cast<std::size_t>(theta.size()) != expected)
+      throw python_error(PyExc_ValueError, "constrained parameter vector has length " +
+                                               std::to_string(theta.size()) + ", expected " +
+                                               std::to_string(expected));
+    Eigen::VectorXd x = Eigen::Map<const Eigen::VectorXd>(theta.data(), theta.size());
+    Eigen::VectorXd out;
+    try {
+      model_->unconstrain_array(x, out, nullptr);
+    } catch (...) {
+      rethrow_evaluation_error();
+    }
+    return to_numpy(out);
+  }
+
+  stan::model::model_base &model() const { return *model_; }
+
+ private:
+  std::unique_ptr<stan::model::model_base> model_;
+  std::size_t num_unc_ = 0;
+
+  Eigen::VectorXd checked_point(const array_d &theta) const {
+    if (theta.ndim() != 1 || static_cast<std::size_t>(theta.size()) != num_unc_)
+      throw python_error(PyExc_ValueError, "unconstrained parameter vector has shape " +
+                                               shape_text(theta) + ", expected (" +
+                                               std::to_string(num_unc_) + ",)");
+    Eigen::Map<const Eigen::VectorXd> x(theta.data(), num_unc_);
+    for (std::size_t i = 0; i < num_unc_; ++i)
+      if (std::isnan(x[i]))
+        throw python_error(PyExc_ValueError, "unconstrained parameter vector has NaN at index " +
+                                                 std::to_string(i));
+    return x;
+  }
+
+  static std::string shape_text(const py::array &a) {
+    std::string s = "(";
+    for (py::ssize_t d = 0; d < a.ndim(); ++d) s += std::to_string(a.shape(d)) + (a.ndim() == 1 ? "," : d + 1 < a.ndim() ? ", " : "");
+    return s + ")";
+  }
+
+  stan::math::var var_log_prob(vector_v &x, bool propto, bool jacobian) const {
+    if (propto)
+      return jacobian ? model_->log_prob_propto_jacobian(x, nullptr) : model_->log_prob_propto(x, nullptr);
+    return jacobian ? model_->log_prob_jacobian(x, nullptr) : model_->log_prob(x, nullptr);
+  }
+
+  double gradient(const Eigen::VectorXd &x, bool propto, bool jacobian, double *grad) const {
+    ensure_autodiff_stack();
+    try {
+      vector_v xv = x.cast<stan::math::var>();
+      stan::math::var lp = var_log_prob(xv, propto, jacobian);
+      lp.grad();
+      for (std::size_t i = 0; i < num_unc_; ++i) grad[i] = xv[i].adj();
+      double value = lp.val();
+      stan::math::recover_memory();
+      return value;
+    } catch (...) {
+      stan::math::recover_memory();
+      rethrow_evaluation_error();
+    }
+    return 0;
+  }
+
+  [[noreturn]] static void rethrow_evaluation_error() {
+    try {
+      throw;
+    } catch (const std::domain_error &e) {
+      throw python_error(domain_error_type, e.what());
+    } catch (const std::exception &e) {
+      throw python_error(evaluation_error_type, e.what());
+    }
+  }
+
+  static py::array_t<double> to_numpy(const Eigen::VectorXd &v) {
+    py::array_t<double> out(v.size());
+    std::copy(v.data(), v.data() + v.size(), out.mutable_data());
+    return out;
+  }
+};
+
+// ---- NUTS through Stan's services, with in-memory writers ----
+
+// Keeps every numeric row (draws) and the header; ignores text lines.
+class table_writer : public stan::callbacks::writer {
+ public:
+  std::vector<std::string> names;
+  std::vector<std::vector<double>> rows;
+  void operator()(const std::vector<std::string> &n) override { names = n; }
+  void operator()(const std::vector<double> &row) override { rows.push_back(row); }
+};
+
+// Receives the adapted step size and inverse metric.
+class adaptation_writer : public stan::callbacks::structured_writer {
+ public:
+  double stepsize = std::nan("");
+  Eigen::MatrixXd inv_metric;
+  void write(const std::string &key, double value) override {
+    if (key == "stepsize") stepsize = value;
+  }
+  void write(const std::string &key, const Eigen::VectorXd &v) override {
+    if (key == "inv_metric") inv_metric = v;
+  }
+  void write(const std::string &key, const Eigen::MatrixXd &m) override {
+    if (key == "inv_metric") inv_metric = m;
+  }
+};
+
+class message_logger : public stan::callbacks::logger {
+ public:
+  std::vector<std::string> messages;
+  void info(const std::string &m) override { keep(m); }
+  void info(const std::stringstream &m) override { keep(m.str()); }
+  void warn(const std::string &m) override { keep(m); }
+  void warn(const std::stringstream &m) override { keep(m.str()); }
+  void error(const std::string &m) override { keep(m); }
+  void error(const std::stringstream &m) override { keep(m.str()); }
+  void fatal(const std::string &m) override { keep(m); }
+  void fatal(const std::stringstream &m) override { keep(m.str()); }
+
+ private:
+  void keep(const std::string &m) {
+    if (!m.empty()) messages.push_back(m);
+  }
+};
+
+struct interrupted : std::exception {
+  const char *what() const noexcept override { return "sampling interrupted"; }
+};
+
+// Counts iterations (read by Python for progress) and stops on request.
+class progress_interrupt : public stan::callbacks::interrupt {
+ public:
+  std::atomic<long> iterations{0};
+  std::atomic<bool> stop{false};
+  void operator()() override {
+    if (stop.load()) throw interrupted();
+    ++iterations;
+  }
+};
+
+// One NUTS chain: configure, run (GIL released), then read results.
+class NutsChain {
+ public:
+  NutsChain(const Model &model, py::dict settings) : model_(model), settings_(std::move(settings)) {}
+
+  long iterations() const { return interrupt_.iterations.load(); }
+  void request_stop() { interrupt_.stop.store(true); }
+
+  void run() {
+    auto s = [&](const char *k) { return settings_[k]; };
+    const std::string metric = s("metric").cast<std::string>();
+    const bool adapt = s("adapt").cast<bool>();
+    const std::string init_json = s("init").cast<std::string>();
+    const std::string metric_json = s("inv_metric").cast<std::string>();
+    const unsigned int seed = s("seed").cast<unsigned int>();
+    const unsigned int chain = s("chain").cast<unsigned int>();
+    const double init_radius = s("init_radius").cast<double>();
+    const int num_warmup = s("num_warmup").cast<int>();
+    const int num_samples = s("num_samples").cast<int>();
+    const int num_thin = s("num_thin").cast<int>();
+    const double stepsize = s("stepsize").cast<double>();
+    const double stepsize_jitter = s("stepsize_jitter").cast<double>();
+    const int max_depth = s("max_depth").cast<int>();
+    const double delta = s("delta").cast<double>();
+    const double gamma = s("gamma").cast<double>();
+    const double kappa = s("kappa").cast<double>();
+    const double t0 = s("t0").cast<double>();
+    const unsigned int init_buffer = s("init_buffer").cast<unsigned int>();
+    const unsigned int term_buffer = s("term_buffer").cast<unsigned int>();
+    const unsigned int window = s("window").cast<unsigned int>();
+
+    std::istringstream init_in(init_json), metric_in(metric_json);
+    py::gil_scoped_release release;
+    ensure_autodiff_stack();
+    auto start = std::chrono::steady_clock::now();
+    try {
+      stan::json::json_data init(init_in);
+      stan::json::json_data inv_metric(metric_in);
+      stan::model::model_base &m = model_.model();
+      const bool dense = metric == "dense";
+      if (adapt && dense)
+        stan::services::sample::hmc_nuts_dense_e_adapt(
+            m, init, inv_metric, seed, chain, init_radius, num_warmup, num_samples, num_thin, true, 0, stepsize,
+            stepsize_jitter, max_depth, delta, gamma, kappa, t0, init_buffer, term_buffer, window, interrupt_,
+            logger_, init_writer_, sample_writer_, diagnostic_writer_, adaptation_);
+      else if (adapt)
+        stan::services::sample::hmc_nuts_diag_e_adapt(
+            m, init, inv_metric, seed, chain, init_radius, num_warmup, num_samples, num_thin, true, 0, stepsize,
+            stepsize_jitter, max_depth, delta, gamma, kappa, t0, init_buffer, term_buffer, window, interrupt_,
+            logger_, init_writer_, sample_writer_, diagnostic_writer_, adaptation_);
+      else if (dense)
+        stan::services::sample::hmc_nuts_dense_e(m, init, inv_metric, seed, chain, init_radius, num_warmup,
+                                                 num_samples, num_thin, true, 0, stepsize, stepsize_jitter,
+                                                 max_depth, interrupt_, logger_, init_writer_, sample_writer_,
+                                                 diagnostic_writer_);
+      else
+        stan::services::sample::hmc_nuts_diag_e(m, init, inv_metric, seed, chain, init_radius, num_warmup,
+                                                num_samples, num_thin, true, 0, stepsize, stepsize_jitter,
+                                                max_depth, interrupt_, logger_, init_writer_, sample_writer_,
+                                                diagnostic_writer_);
+    } catch (const interrupted &) {
+      interrupted_ = true;
+    } catch (const std::exception &e) {
+      error_ = e.what();
+    }
+    stan::math::recover_memory();
+    std::chrono::duration<double> elapsed = std::chrono::steady_clock::now() - start;
+    seconds_ = elapsed.count();
+  }
+
+  py::dict result() const {
+    py::dict out;
+    out["sample_names"] = sample_writer_.names;
+    out["sample_rows"] = rows_to_numpy(sample_writer_.rows, sample_writer_.names.size());
+    out["diagnostic_names"] = diagnostic_writer_.names;
+    out["diagnostic_rows"] = rows_to_numpy(diagnostic_writer_.rows, diagnostic_writer_.names.size());
+    out["stepsize"] = adaptation_.stepsize;
+    py::array_t<double> inv_metric({adaptation_.inv_metric.rows(), adaptation_.inv_metric.cols()});
+    Eigen::Map<Eigen::Matrix<double, -1, -1, Eigen::RowMajor>>(inv_metric.mutable_data(),
+                                                               adaptation_.inv_metric.rows(),
+                                                               adaptation_.inv_metric.cols()) = adaptation_.inv_metric;
+    out["inv_metric"] = inv_metric;
+    out["messages"] = logger_.messages;
+    out["interrupted"] = interrupted_;
+    out["error"] = error_;
+    out["seconds"] = seconds_;
+    return out;
+  }
+
+ private:
+  const Model &model_;
+  py::dict settings_;
+  progress_interrupt interrupt_;
+  message_logger logger_;
+  stan::callbacks::writer init_writer_;
+  table_writer sample_writer_, diagnostic_writer_;
+  adaptation_writer adaptation_;
+  bool interrupted_ = false;
+  std::string error_;
+  double seconds_ = 0;
+
+  static py::array_t<double> rows_to_numpy(const std::vector<std::vector<double>> &rows, std::size_t width) {
+    std::size_t n = 0;
+    for (const auto &r : rows)
+      if (r.size() == width) ++n;
+    py::array_t<double> out({n, width});
+    double *p = out.mutable_data();
+    for (const auto &r : rows)
+      if (r.size() == width) p = std::copy(r.begin(), r.end(), p);
+    return out;
+  }
+};
+
+}  // namespace
+
+PYBIND11_MODULE(_stanaccel_model, m) {
+  m.doc() = "One compiled Stan program, bridged by stanaccel.";
+
+  py::module_ errors = py::module_::import("stanaccel.stan.errors");
+  domain_error_type = errors.attr("StanDomainError").ptr();
+  evaluation_error_type = errors.attr("StanEvaluationError").ptr();
+  data_error_type = errors.attr("StanDataError").ptr();
+  py::register_local_exception_translator([](std::exception_ptr p) {
+    try {
+      if (p) std::rethrow_exception(p);
+    } catch (const python_error &e) {
+      PyErr_SetString(e.type, e.message.c_str());
+    }
+  });
+
+  py::class_<Model>(m, "Model", py::module_local())
+      .def(py::init<const std::string &, unsigned int>(), py::arg("data_json"), py::arg("seed"))
+      .def("name", &Model::name)
+      .def("param_num", &Model::param_num, py::arg("include_tp"), py::arg("include_gq"))
+      .def("param_unc_num", &Model::param_unc_num)
+      .def("param_names", &Model::param_names, py::arg("include_tp"), py::arg("include_gq"))
+      .def("param_unc_names", &Model::param_unc_names)
+      .def("variables", &Model::variables, py::arg("include_tp"), py::arg("include_gq"))
+      .def("log_density", &Model::log_density, py::arg("theta_unc"), py::arg("propto"), py::arg("jacobian"))
+      .def("log_density_gradient", &Model::log_density_gradient, py::arg("theta_unc"), py::arg("propto"),
+           py::arg("jacobian"), py::arg("grad_out"))
+      .def("time_log_density_gradient", &Model::time_log_density_gradient, py::arg("theta_unc"),
+           py::arg("repeats"))
+      .def("param_constrain", &Model::param_constrain, py::arg("theta_unc"), py::arg("include_tp"),
+           py::arg("include_gq"), py::arg("seed"))
+      .def("param_unconstrain", &Model::param_unconstrain, py::arg("theta"));
+
+  py::class_<NutsChain>(m, "NutsChain", py::module_local())
+      .def(py::init<const Model &, py::dict>(), py::arg("model"), py::arg("settings"), py::keep_alive<1, 2>())
+      .def("run", &NutsChain::run)
+      .def("iterations", &NutsChain::iterations)
+      .def("request_stop", &NutsChain::request_stop)
+      .def("result", &NutsChain::result);
+}

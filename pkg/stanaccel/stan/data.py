@@ -1,0 +1,44 @@
+"""Stan data in and out: dicts of NumPy arrays and Stan JSON files.
+
+Stan JSON is the format CmdStan, cmdstanpy and BridgeStan read; stanaccel
+uses the Stan team's own serialiser (``stanio``, which cmdstanpy uses) so
+that a data file written here reads the same everywhere.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import stanio
+
+StanData = Mapping[str, Any] | str | Path | None
+
+
+def data_to_json(data: StanData) -> str:
+    """Return Stan JSON text for a dict, a JSON file path, JSON text, or None."""
+    if data is None:
+        return "{}"
+    if isinstance(data, Mapping):
+        return stanio.dump_stan_json(data)
+    text = str(data)
+    if isinstance(data, Path) or not text.lstrip().startswith("{"):
+        path = Path(text)
+        if not path.is_file():
+            raise FileNotFoundError(f"Stan data file not found: {path}")
+        return path.read_text()
+    return text
+
+
+def read_data(path: str | Path) -> dict[str, Any]:
+    """Read a Stan JSON data file into a dict (lists become NumPy arrays by the caller)."""
+    with open(path) as handle:
+        return json.load(handle)
+
+
+def write_data(path: str | Path, data: Mapping[str, Any]) -> Path:
+    """Write a dict of arrays and scalars as a Stan JSON data file."""
+    stanio.write_stan_json(str(path), data)
+    return Path(path)

@@ -1,0 +1,170 @@
+"""One live instance of a compiled Stan program with its data.
+
+:class:`StanModel` mirrors ``bridgestan.StanModel``: the same method names,
+keyword-only flags and meanings (``theta`` constrained, ``theta_unc``
+unconstrained), so code written for one runs with the other. It is also a
+log density in stanaccel's sense (``dim``, ``log_density``,
+``log_density_gradient``) that counts its evaluations.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+
+from stanaccel.stan.compiler import CompiledProgram, compile_program
+from stanaccel.stan.data import StanData, data_to_json
+
+Variables = list[tuple[str, tuple[int, ...]]]
+
+
+class StanModel:
+    """A Stan program compiled once, instantiated with data, evaluated fast.
+
+    Parameters
+    ----------
+    program : str, Path or CompiledProgram
+        A ``.stan`` file, the program text, or an already compiled program.
+    data : dict, str, Path or None
+        Data as a dict of NumPy arrays and scalars, a Stan JSON file, or
+        JSON text; None for a program without data.
+    seed : int
+        Seed for the RNG of the ``transformed data`` block.
+
+    Raises
+    ------
+    StanCompileError, StanBuildError
+        The program does not compile or build (see :func:`compile_program`).
+    StanDataError
+        The data do not fit the program; Stan's message names the variable.
+
+    Notes
+    -----
+    ``log_density`` and ``log_density_gradient`` release the GIL while Stan
+    evaluates, so chains can run in threads. Where the density is undefined
+    (Stan ``domain_error`` or ``reject``) they raise
+    :class:`~stanaccel.stan.errors.StanDomainError`, which samplers count as
+    a rejected proposal; other Stan exceptions raise
+    :class:`~stanaccel.stan.errors.StanEvaluationError`.
+    """
+
+    def __init__(self, program: str | Path | CompiledProgram, data: StanData = None, *, seed: int = 0):
+        self.program = program if isinstance(program, CompiledProgram) else compile_program(program)
+        self.data_json = data_to_json(data)
+        self.seed = seed
+        self._model = self.program.module.Model(self.data_json, seed)
+        self._dim = self._model.param_unc_num()
+        self.n_log_density = 0
+        self.n_gradient = 0
+
+    def with_data(self, data: StanData, *, seed: int | None = None) -> StanModel:
+        """A new instance of the same compiled program with other data (no recompile)."""
+        return StanModel(self.program, data, seed=self.seed if seed is None else seed)
+
+    def __repr__(self) -> str:
+        return f"StanModel({self.name!r}, dim={self._dim})"
+
+    # ---- names and sizes -------------------------------------------------
+
+    @property
+    def name(self) -> str:
+        """The model's name, from its program."""
+        return self._model.name()
+
+    @property
+    def dim(self) -> int:
+        """Number of unconstrained parameters (the sampling space)."""
+        return self._dim
+
+    def model_info(self) -> str:
+        """Program name, library path and stanc warnings."""
+        return f"{self.program.name} at {self.program.library}\n{self.program.warnings}".strip()
+
+    def param_num(self, *, include_tp: bool = False, include_gq: bool = False) -> int:
+        """Number of constrained parameters (scalars), optionally with TP and GQ."""
+        return self._model.param_num(include_tp, include_gq)
+
+    def param_unc_num(self) -> int:
+        """Number of unconstrained parameters."""
+        return self._dim
+
+    def param_names(self, *, include_tp: bool = False, include_gq: bool = False) -> list[str]:
+        """Flat names of constrained parameters, e.g. ``theta.1`` (column-major)."""
+        return self._model.param_names(include_tp, include_gq)
+
+    def param_unc_names(self) -> list[str]:
+        """Flat names of unconstrained parameters."""
+        return self._model.param_unc_names()
+
+    def variables(self, *, include_tp: bool = False, include_gq: bool = False) -> Variables:
+        """(name, dims) of each parameter-block variable, in declaration order."""
+        return [(name, tuple(dims)) for name, dims in self._model.variables(include_tp, include_gq)]
+
+    # ---- transforms ------------------------------------------------------
+
+    def param_constrain(
+        self, theta_unc: np.ndarray, *, include_tp: bool = False, include_gq: bool = False, seed: int = 0
+    ) -> np.ndarray:
+        """Map an unconstrained point to the flat constrained parameters.
+
+        ``seed`` drives the RNG of generated quantities when ``include_gq``.
+        """
+        return self._model.param_constrain(theta_unc, include_tp, include_gq, seed)
+
+    def param_unconstrain(self, theta: np.ndarray) -> np.ndarray:
+        """Map flat constrained parameters (as ``param_constrain`` gives) to unconstrained."""
+        return self._model.param_unconstrain(np.ravel(theta))
+
+    def unflatten(self, flat: np.ndarray, *, include_tp: bool = False, include_gq: bool = False) -> dict:
+        """Split flat constrained values (last axis) into named arrays of their Stan shape."""
+        return unflatten(flat, self.variables(include_tp=include_tp, include_gq=include_gq))
+
+    # ---- density ---------------------------------------------------------
+
+    def log_density(self, theta_unc: np.ndarray, *, propto: bool = True, jacobian: bool = True) -> float:
+        """Log density at an unconstrained point.
+
+        ``propto`` drops constant terms; ``jacobian`` adds the log Jacobian of
+        the constraining transform (needed to sample on the unconstrained space).
+        """
+        self.n_log_density += 1
+        return self._model.log_density(theta_unc, propto, jacobian)
+
+    def log_density_gradient(
+        self,
+        theta_unc: np.ndarray,
+        *,
+        propto: bool = True,
+        jacobian: bool = True,
+        out: np.ndarray | None = None,
+    ) -> tuple[float, np.ndarray]:
+        """Log density and its gradient at an unconstrained point.
+
+        ``out`` (a float64 array of length ``dim``) receives the gradient if
+        given; it is reused, so a caller that keeps a gradient must copy it.
+        """
+        self.n_gradient += 1
+        grad = np.empty(self._dim) if out is None else out
+        return self._model.log_density_gradient(theta_unc, propto, jacobian, grad), grad
+
+    def time_log_density_gradient(self, theta_unc: np.ndarray, repeats: int = 1000) -> float:
+        """Mean seconds per gradient evaluation timed inside C++ (no Python)."""
+        return self._model.time_log_density_gradient(theta_unc, repeats)
+
+
+def unflatten(flat: np.ndarray, variables: Variables) -> dict[str, np.ndarray]:
+    """Split the last axis of ``flat`` into Stan variables (column-major order)."""
+    flat = np.asarray(flat)
+    batch = flat.shape[:-1]
+    out, start = {}, 0
+    for name, dims in variables:
+        size = math.prod(dims)
+        block = flat[..., start : start + size]
+        # Stan orders array elements column-major: reverse dims, then reverse axes back.
+        shaped = block.reshape(*batch, *reversed(dims))
+        axes = list(range(len(batch))) + [len(batch) + i for i in reversed(range(len(dims)))]
+        out[name] = shaped.transpose(axes)
+        start += size
+    return out

@@ -1,0 +1,367 @@
+"""Stan's own NUTS (``stan::services``) for warm-up and sampling.
+
+Each chain runs Stan's ``hmc_nuts_{diag,dense}_e[_adapt]`` service in its own
+thread (the bridge releases the GIL), with in-memory writers, so several
+chains run in parallel and return NumPy arrays. Chain ``c`` uses Stan's RNG
+stream ``(seed, c + 1)``, as CmdStan does, so a seed reproduces a run
+exactly. Ctrl-C stops every chain and keeps the draws made so far.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from stanaccel.stan.errors import StanEvaluationError
+from stanaccel.stan.model import StanModel, Variables, unflatten
+
+# Stan's sampler columns and the names ArviZ uses for them.
+SAMPLER_COLUMNS = {
+    "lp__": "lp",
+    "accept_stat__": "acceptance_rate",
+    "stepsize__": "step_size",
+    "treedepth__": "tree_depth",
+    "n_leapfrog__": "n_steps",
+    "divergent__": "diverging",
+    "energy__": "energy",
+}
+
+
+@dataclass
+class NutsSettings:
+    """Settings of Stan's NUTS, with CmdStan's defaults."""
+
+    chains: int = 4
+    warmup: int = 1000
+    draws: int = 1000
+    thin: int = 1
+    seed: int = 1
+    metric: str = "diag"
+    adapt: bool = True
+    step_size: float = 1.0
+    step_size_jitter: float = 0.0
+    max_depth: int = 10
+    delta: float = 0.8
+    gamma: float = 0.05
+    kappa: float = 0.75
+    t0: float = 10.0
+    init_buffer: int = 75
+    term_buffer: int = 50
+    window: int = 25
+    init_radius: float = 2.0
+
+    def check(self) -> None:
+        """Raise ValueError naming the first setting out of range."""
+        if self.metric not in ("diag", "dense"):
+            raise ValueError(f"metric must be 'diag' or 'dense', not {self.metric!r}")
+        for name in ("chains", "thin", "max_depth"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be at least 1, not {getattr(self, name)}")
+        for name in ("warmup", "draws"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"{name} must be non-negative, not {getattr(self, name)}")
+        if not 0 < self.delta < 1:
+            raise ValueError(f"delta (target acceptance) must be in (0, 1), not {self.delta}")
+        if self.step_size <= 0:
+            raise ValueError(f"step_size must be positive, not {self.step_size}")
+        if not 0 <= self.seed < 2**32:
+            raise ValueError(f"seed must be in [0, 2**32), not {self.seed}")
+
+
+@dataclass
+class NutsFit:
+    """Draws and diagnostics of a NUTS run, as NumPy arrays with (chain, draw) axes.
+
+    Attributes
+    ----------
+    param_names : list of str
+        Flat constrained names (parameters, transformed parameters, generated quantities).
+    variables : list of (name, dims)
+        The Stan variables those flat columns make up.
+    draws_constrained, warmup_constrained : ndarray (chains, draws, len(param_names))
+    draws_unconstrained, warmup_unconstrained : ndarray (chains, draws, dim)
+    sample_stats, warmup_sample_stats : dict of ndarray (chains, draws)
+        ``lp``, ``acceptance_rate``, ``step_size``, ``tree_depth``, ``n_steps``,
+        ``diverging``, ``energy``.
+    step_size : ndarray (chains,)
+        Step size after adaptation (or as given).
+    inv_metric : ndarray (chains, dim) or (chains, dim, dim)
+        Inverse metric after adaptation (or as given).
+    chain_seconds : ndarray (chains,)
+        Wall time of each chain, warm-up included.
+    wall_seconds : float
+        Wall time of the whole run.
+    messages : list of list of str
+        Stan's messages per chain (rejections, warnings).
+    interrupted : bool
+        True if the run was stopped early; the arrays hold what was drawn.
+    """
+
+    param_names: list[str]
+    variables: Variables
+    draws_constrained: np.ndarray
+    draws_unconstrained: np.ndarray
+    warmup_constrained: np.ndarray
+    warmup_unconstrained: np.ndarray
+    sample_stats: dict[str, np.ndarray]
+    warmup_sample_stats: dict[str, np.ndarray]
+    step_size: np.ndarray
+    inv_metric: np.ndarray
+    chain_seconds: np.ndarray
+    wall_seconds: float
+    settings: NutsSettings
+    messages: list[list[str]] = field(default_factory=list)
+    interrupted: bool = False
+
+    @property
+    def chains(self) -> int:
+        return self.draws_unconstrained.shape[0]
+
+    @property
+    def num_draws(self) -> int:
+        return self.draws_unconstrained.shape[1]
+
+    @property
+    def gradient_evaluations(self) -> int:
+        """Leapfrog steps (one gradient each) over warm-up and sampling, all chains."""
+        return int(self.sample_stats["n_steps"].sum() + self.warmup_sample_stats["n_steps"].sum())
+
+    def draws(self, *, inc_warmup: bool = False, concat_chains: bool = False) -> np.ndarray:
+        """Constrained draws, (chains, draws, params) or (chains*draws, params)."""
+        out = self.draws_constrained
+        if inc_warmup:
+            out = np.concatenate([self.warmup_constrained, out], axis=1)
+        return out.reshape(-1, out.shape[-1]) if concat_chains else out
+
+    def stan_variables(self, *, inc_warmup: bool = False) -> dict[str, np.ndarray]:
+        """Every variable as (chains, draws, *dims)."""
+        return unflatten(self.draws(inc_warmup=inc_warmup), self.variables)
+
+    def stan_variable(self, name: str, *, inc_warmup: bool = False) -> np.ndarray:
+        """One variable, draws of all chains stacked: (chains*draws, *dims)."""
+        variables = self.stan_variables(inc_warmup=inc_warmup)
+        if name not in variables:
+            raise KeyError(f"no variable {name!r}; the fit has {sorted(variables)}")
+        value = variables[name]
+        return value.reshape(-1, *value.shape[2:])
+
+    def last_unconstrained(self) -> np.ndarray:
+        """The last unconstrained draw of each chain, (chains, dim): a start for later runs."""
+        both = np.concatenate([self.warmup_unconstrained, self.draws_unconstrained], axis=1)
+        return both[:, -1, :]
+
+
+def sample_nuts(
+    model: StanModel,
+    *,
+    inits: Any = None,
+    inv_metric: np.ndarray | None = None,
+    progress: bool = True,
+    **settings: Any,
+) -> NutsFit:
+    """Run Stan's NUTS on a model, several chains in parallel threads.
+
+    Parameters
+    ----------
+    model : StanModel
+        The posterior to sample.
+    inits : None, dict, list of dict, or ndarray
+        None for Stan's random inits (uniform in ``(-init_radius, init_radius)``
+        on the unconstrained scale); a dict of constrained values for every
+        chain; one dict per chain; or unconstrained points, shape (dim,) or
+        (chains, dim).
+    inv_metric : ndarray, optional
+        Initial (or, with ``adapt=False``, fixed) inverse metric: (dim,) for
+        ``metric="diag"``, (dim, dim) for ``"dense"``, or one per chain.
+    progress : bool
+        Show a progress bar (tqdm) on stderr.
+    **settings
+        Fields of :class:`NutsSettings` (``chains``, ``warmup``, ``draws``,
+        ``seed``, ``metric``, ``adapt``, ``step_size``, ``delta``, ...).
+
+    Returns
+    -------
+    NutsFit
+    """
+    config = NutsSettings(**settings)
+    config.check()
+    init_texts = _init_texts(model, inits, config.chains)
+    metrics = _initial_metrics(model.dim, inv_metric, config)
+    metric_texts = [json.dumps({"inv_metric": m.tolist()}) for m in metrics]
+    runs = [
+        model.program.module.NutsChain(model._model, _chain_settings(config, c, init_texts[c], metric_texts[c]))
+        for c in range(config.chains)
+    ]
+    start = time.perf_counter()
+    threads = [threading.Thread(target=run.run, daemon=True) for run in runs]
+    for thread in threads:
+        thread.start()
+    interrupted = _wait(runs, threads, config, progress)
+    wall = time.perf_counter() - start
+    results = [run.result() for run in runs]
+    errors = [(c, r) for c, r in enumerate(results) if r["error"]]
+    if errors:
+        c, r = errors[0]
+        detail = "\n".join(r["messages"][-10:])
+        raise StanEvaluationError(f"NUTS chain {c} failed: {r['error']}\n{detail}".strip())
+    stopped = interrupted or any(r["interrupted"] for r in results)
+    return _assemble(model, config, results, metrics, wall, stopped)
+
+
+def _wait(runs: list, threads: list[threading.Thread], config: NutsSettings, progress: bool) -> bool:
+    """Show progress until every chain ends; on Ctrl-C stop them all and return True."""
+    total = config.chains * (config.warmup + config.draws)
+    bar = None
+    if progress:
+        from tqdm.auto import tqdm
+
+        bar = tqdm(total=total, desc=f"NUTS {config.chains} chains", unit="it", leave=False)
+    try:
+        while any(t.is_alive() for t in threads):
+            time.sleep(0.05)
+            if bar is not None:
+                bar.n = sum(r.iterations() for r in runs)
+                bar.refresh()
+        return False
+    except KeyboardInterrupt:
+        for run in runs:
+            run.request_stop()
+        for t in threads:
+            t.join()
+        return True
+    finally:
+        if bar is not None:
+            bar.close()
+
+
+def _chain_settings(config: NutsSettings, chain: int, init: str, metric: str) -> dict:
+    return {
+        "metric": config.metric,
+        "adapt": bool(config.adapt and config.warmup > 0),
+        "init": init,
+        "inv_metric": metric,
+        "seed": int(config.seed),
+        "chain": chain + 1,
+        "init_radius": float(config.init_radius),
+        "num_warmup": int(config.warmup),
+        "num_samples": int(config.draws),
+        "num_thin": int(config.thin),
+        "stepsize": float(config.step_size),
+        "stepsize_jitter": float(config.step_size_jitter),
+        "max_depth": int(config.max_depth),
+        "delta": float(config.delta),
+        "gamma": float(config.gamma),
+        "kappa": float(config.kappa),
+        "t0": float(config.t0),
+        "init_buffer": int(config.init_buffer),
+        "term_buffer": int(config.term_buffer),
+        "window": int(config.window),
+    }
+
+
+def _init_texts(model: StanModel, inits: Any, chains: int) -> list[str]:
+    """Stan JSON init text per chain."""
+    from stanaccel.stan.data import data_to_json
+
+    if inits is None:
+        return ["{}"] * chains
+    if isinstance(inits, Mapping):
+        return [data_to_json(inits)] * chains
+    if isinstance(inits, Sequence) and inits and isinstance(inits[0], Mapping):
+        if len(inits) != chains:
+            raise ValueError(f"got {len(inits)} init dicts for {chains} chains")
+        return [data_to_json(i) for i in inits]
+    points = np.atleast_2d(np.asarray(inits, dtype=float))
+    if points.shape[-1] != model.dim:
+        raise ValueError(f"unconstrained inits have {points.shape[-1]} columns, the model has {model.dim}")
+    if points.shape[0] == 1:
+        points = np.repeat(points, chains, axis=0)
+    if points.shape[0] != chains:
+        raise ValueError(f"got {points.shape[0]} unconstrained inits for {chains} chains")
+    variables = model.variables()
+    texts = []
+    for point in points:
+        values = unflatten(model.param_constrain(point), variables)
+        texts.append(data_to_json(values))
+    return texts
+
+
+def _initial_metrics(dim: int, inv_metric: np.ndarray | None, config: NutsSettings) -> np.ndarray:
+    """The initial inverse metric of each chain (identity by default), checked."""
+    if inv_metric is None:
+        inv_metric = np.ones(dim) if config.metric == "diag" else np.eye(dim)
+    metric = np.asarray(inv_metric, dtype=float)
+    single_ndim = 1 if config.metric == "diag" else 2
+    if metric.ndim == single_ndim:
+        metric = np.repeat(metric[None], config.chains, axis=0)
+    expected = (config.chains, dim) if config.metric == "diag" else (config.chains, dim, dim)
+    if metric.shape != expected:
+        raise ValueError(f"inv_metric has shape {metric.shape}; {config.metric} metric needs {expected[1:]}")
+    return metric
+
+
+def _assemble(
+    model: StanModel,
+    config: NutsSettings,
+    results: list[dict],
+    initial_metrics: np.ndarray,
+    wall: float,
+    interrupted: bool,
+) -> NutsFit:
+    """Stack chains into (chain, draw, ...) arrays; a stopped run keeps equal-length chains."""
+    names = results[0]["sample_names"]
+    n_sampler = len(SAMPLER_COLUMNS)
+    dim = model.dim
+    n_warm_rows = -(-config.warmup // config.thin) if config.warmup > 0 else 0
+    rows = min(r["sample_rows"].shape[0] for r in results)
+    rows = min(rows, min(r["diagnostic_rows"].shape[0] for r in results))
+    n_warm = min(rows, n_warm_rows)
+
+    def stack(key: str, columns: slice) -> np.ndarray:
+        return np.stack([r[key][:rows, columns] for r in results]) if rows else np.zeros((len(results), 0, 0))
+
+    sample = stack("sample_rows", slice(None))
+    diagnostic = stack("diagnostic_rows", slice(n_sampler, n_sampler + dim))
+    if sample.size == 0:
+        sample = np.zeros((len(results), 0, len(names) or n_sampler + model.param_num()))
+        diagnostic = np.zeros((len(results), 0, dim))
+    stats = {
+        arviz_name: sample[:, :, i].astype(bool) if arviz_name == "diverging" else sample[:, :, i]
+        for i, arviz_name in enumerate(SAMPLER_COLUMNS.values())
+    }
+    if stats["tree_depth"].size:
+        stats["tree_depth"] = stats["tree_depth"].astype(int)
+        stats["n_steps"] = stats["n_steps"].astype(int)
+    constrained = sample[:, :, n_sampler:]
+    adapted = all(r["inv_metric"].size for r in results)
+    if adapted:
+        step_size = np.array([r["stepsize"] for r in results])
+        inv_metric = np.stack([r["inv_metric"] for r in results])
+        if config.metric == "diag":
+            inv_metric = inv_metric[..., 0]
+    else:
+        step_size = np.full(len(results), config.step_size)
+        inv_metric = initial_metrics
+    return NutsFit(
+        param_names=model.param_names(include_tp=True, include_gq=True),
+        variables=model.variables(include_tp=True, include_gq=True),
+        draws_constrained=constrained[:, n_warm:],
+        draws_unconstrained=diagnostic[:, n_warm:],
+        warmup_constrained=constrained[:, :n_warm],
+        warmup_unconstrained=diagnostic[:, :n_warm],
+        sample_stats={k: v[:, n_warm:] for k, v in stats.items()},
+        warmup_sample_stats={k: v[:, :n_warm] for k, v in stats.items()},
+        step_size=step_size,
+        inv_metric=inv_metric,
+        chain_seconds=np.array([r["seconds"] for r in results]),
+        wall_seconds=wall,
+        settings=config,
+        messages=[list(r["messages"]) for r in results],
+        interrupted=interrupted,
+    )

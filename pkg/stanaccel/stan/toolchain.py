@@ -1,0 +1,108 @@
+"""Where the Stan toolchain lives and how C++ is compiled against it.
+
+CmdStan cannot be installed from the package registries, so stanaccel builds
+each program with what the ``httpstan`` wheel ships: ``stanc``, the Stan,
+Stan Math, Eigen, Boost, Sundials and TBB headers and libraries, and
+pybind11. The flags below are the ones httpstan's own headers are built for.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import shutil
+import subprocess
+import sysconfig
+from dataclasses import dataclass
+from pathlib import Path
+
+from stanaccel.stan.errors import StanBuildError
+
+MACROS = (
+    "-DBOOST_DISABLE_ASSERTS",
+    "-DBOOST_PHOENIX_NO_VARIADIC_EXPRESSION",
+    "-DSTAN_THREADS",
+    "-D_REENTRANT",
+    "-D_GLIBCXX_USE_CXX11_ABI=0",
+)
+OPTIONS = ("-O3", "-std=c++17", "-fPIC", "-Wno-deprecated-declarations", "-Wno-ignored-attributes")
+LIBRARIES = ("-ltbb", "-lsundials_cvodes", "-lsundials_idas", "-lsundials_kinsol", "-lsundials_nvecserial")
+
+
+@dataclass(frozen=True)
+class Toolchain:
+    """The compilers, headers and libraries used to build a Stan program."""
+
+    stanc: Path
+    include_dir: Path
+    library_dir: Path
+    cxx: str
+    httpstan_version: str
+
+    def compile_flags(self) -> list[str]:
+        """Flags for compiling one translation unit to an object file."""
+        python_include = sysconfig.get_paths()["include"]
+        return [*OPTIONS, *MACROS, f"-I{self.include_dir}", f"-I{python_include}"]
+
+    def link_flags(self) -> list[str]:
+        """Flags for linking object files into a Python extension module."""
+        lib = str(self.library_dir)
+        return ["-shared", f"-L{lib}", *LIBRARIES, f"-Wl,-rpath,{lib}"]
+
+    def identity(self) -> str:
+        """Text that changes whenever a build made with this toolchain would."""
+        return "\n".join(
+            [
+                self.httpstan_version,
+                compiler_version(self.cxx),
+                sysconfig.get_config_var("EXT_SUFFIX") or "",
+                *self.compile_flags(),
+                *self.link_flags(),
+            ]
+        )
+
+    def run_compiler(self, args: list[str], what: str) -> None:
+        """Run the C++ compiler; a failure raises :class:`StanBuildError` with its output."""
+        process = subprocess.run([self.cxx, *args], capture_output=True, text=True)
+        if process.returncode != 0:
+            tail = "\n".join(process.stderr.strip().splitlines()[-60:])
+            raise StanBuildError(f"C++ build of {what} failed ({self.cxx}):\n{tail}")
+
+
+@functools.cache
+def compiler_version(cxx: str) -> str:
+    """The first line of ``cxx --version``."""
+    process = subprocess.run([cxx, "--version"], capture_output=True, text=True)
+    return process.stdout.splitlines()[0] if process.stdout else cxx
+
+
+def find_compiler() -> str:
+    """The C++ compiler: ``$CXX`` if set, else ``g++`` or ``c++`` on the PATH."""
+    candidates = [os.environ["CXX"]] if os.environ.get("CXX") else ["g++", "c++"]
+    for name in candidates:
+        found = shutil.which(name)
+        if found:
+            return found
+    raise StanBuildError(
+        f"no C++ compiler found (looked for {', '.join(candidates)}): stanaccel compiles "
+        "each Stan program to C++; install one (Debian: apt-get install g++) or set CXX"
+    )
+
+
+def find_toolchain() -> Toolchain:
+    """Locate httpstan's stanc, headers and libraries, and a C++ compiler."""
+    try:
+        import httpstan
+    except ImportError as exc:  # pragma: no cover - httpstan is a declared dependency
+        raise StanBuildError("the httpstan package (Stan's toolchain) is not installed") from exc
+    root = Path(httpstan.__file__).parent
+    stanc = root / "stanc"
+    if not stanc.exists():  # pragma: no cover
+        raise StanBuildError(f"httpstan at {root} ships no stanc binary")
+    return Toolchain(
+        stanc=stanc,
+        include_dir=root / "include",
+        library_dir=root / "lib",
+        cxx=find_compiler(),
+        httpstan_version=httpstan.__version__,
+    )
