@@ -151,6 +151,26 @@ class NutsFit:
         value = variables[name]
         return value.reshape(-1, *value.shape[2:])
 
+    def inference_groups(self) -> dict[str, Any]:
+        """Groups for ``stanaccel.diagnostics.to_inference_data``."""
+        return {
+            "posterior": self.stan_variables(),
+            "sample_stats": self.sample_stats,
+            "warmup_posterior": unflatten(self.warmup_constrained, self.variables),
+            "warmup_sample_stats": self.warmup_sample_stats,
+            "unconstrained_posterior": {"theta_unc": self.draws_unconstrained},
+            "adaptation": {"step_size": self.step_size, "inv_metric": self.inv_metric},
+            "attrs": {
+                "sampler": "Stan NUTS",
+                "exact": True,
+                "metric": self.settings.metric,
+                "seed": self.settings.seed,
+                "wall_seconds": self.wall_seconds,
+                "gradient_evaluations": self.gradient_evaluations,
+                "interrupted": self.interrupted,
+            },
+        }
+
     def last_unconstrained(self) -> np.ndarray:
         """The last unconstrained draw of each chain, (chains, dim): a start for later runs."""
         both = np.concatenate([self.warmup_unconstrained, self.draws_unconstrained], axis=1)
@@ -226,8 +246,7 @@ def _wait(runs: list, threads: list[threading.Thread], config: NutsSettings, pro
         while any(t.is_alive() for t in threads):
             time.sleep(0.05)
             if bar is not None:
-                bar.n = sum(r.iterations() for r in runs)
-                bar.refresh()
+                bar.update(sum(r.iterations() for r in runs) - bar.n)
         return False
     except KeyboardInterrupt:
         for run in runs:

@@ -1,0 +1,10 @@
+"""Diagnostics: ArviZ glue, ESS per second, reference comparisons.
+
+Every ArviZ call in stanaccel lives in this package. It reads draws and
+knows no sampler.
+"""
+
+from stanaccel.diagnostics.inference_data import to_inference_data
+from stanaccel.diagnostics.metrics import convergence_metrics, mcse_z_scores, summary
+
+__all__ = ["convergence_metrics", "mcse_z_scores", "summary", "to_inference_data"]

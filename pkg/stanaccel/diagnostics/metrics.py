@@ -1,0 +1,88 @@
+"""Convergence and efficiency figures from draws (ArviZ, rank-normalised).
+
+Efficiency is ESS per second: the smallest bulk ESS over all scalar
+parameters divided by the wall time the method needed (see DESIGN.md).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from stanaccel.diagnostics._arviz import az
+
+
+def summary(idata: az.InferenceData, var_names: list[str] | None = None):
+    """ArviZ's summary table (mean, sd, HDI, MCSE, ESS bulk and tail, R-hat)."""
+    return az.summary(idata, var_names=var_names)
+
+
+def _flat(dataset) -> dict[str, float]:
+    """Scalar values of a per-parameter ArviZ dataset, named ``var[i,j]``."""
+    out = {}
+    for name, array in dataset.data_vars.items():
+        values = np.atleast_1d(array.values)
+        if array.ndim == 0:
+            out[name] = float(values[0])
+            continue
+        for index in np.ndindex(array.shape):
+            out[f"{name}[{','.join(map(str, index))}]"] = float(array.values[index])
+    return out
+
+
+def convergence_metrics(
+    idata: az.InferenceData,
+    *,
+    wall_seconds: float | None = None,
+    sampling_seconds: float | None = None,
+    gradient_evaluations: int | None = None,
+    var_names: list[str] | None = None,
+) -> dict[str, Any]:
+    """ESS (bulk, tail), R-hat and ESS per second of the posterior group.
+
+    Returns a JSON-ready dict: the worst case over parameters
+    (``ess_bulk_min``, ``ess_tail_min``, ``rhat_max``), per-parameter values,
+    and ``ess_per_second`` (total time) and ``ess_per_second_sampling``.
+    """
+    posterior = idata.posterior if var_names is None else idata.posterior[var_names]
+    n_chains, n_draws = posterior.sizes["chain"], posterior.sizes["draw"]
+    ess_bulk = _flat(az.ess(posterior, method="bulk"))
+    ess_tail = _flat(az.ess(posterior, method="tail"))
+    rhat = _flat(az.rhat(posterior)) if n_chains > 1 else {k: float("nan") for k in ess_bulk}
+    bulk_min = min(ess_bulk.values()) if ess_bulk else float("nan")
+    metrics: dict[str, Any] = {
+        "chains": int(n_chains),
+        "draws_per_chain": int(n_draws),
+        "ess_bulk_min": bulk_min,
+        "ess_tail_min": min(ess_tail.values()) if ess_tail else float("nan"),
+        "rhat_max": max(rhat.values()) if rhat else float("nan"),
+        "ess_bulk": ess_bulk,
+        "ess_tail": ess_tail,
+        "rhat": rhat,
+    }
+    if wall_seconds is not None:
+        metrics["wall_seconds"] = wall_seconds
+        metrics["ess_per_second"] = bulk_min / wall_seconds
+    if sampling_seconds is not None:
+        metrics["sampling_seconds"] = sampling_seconds
+        metrics["ess_per_second_sampling"] = bulk_min / sampling_seconds
+    if gradient_evaluations is not None:
+        metrics["gradient_evaluations"] = int(gradient_evaluations)
+        metrics["ess_per_1000_gradients"] = 1000 * bulk_min / max(gradient_evaluations, 1)
+    return metrics
+
+
+def mcse_z_scores(
+    idata: az.InferenceData, var_name: str, true_mean: np.ndarray, true_sd: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """Errors of posterior mean and sd estimates in units of their Monte Carlo standard error.
+
+    |z| below about 3.5 is what a correct sampler gives with high probability.
+    """
+    draws = idata.posterior[var_name]
+    mean = draws.mean(dim=("chain", "draw")).values
+    sd = draws.std(dim=("chain", "draw")).values
+    mcse_mean = az.mcse(idata, var_names=[var_name], method="mean")[var_name].values
+    mcse_sd = az.mcse(idata, var_names=[var_name], method="sd")[var_name].values
+    return (mean - true_mean) / mcse_mean, (sd - true_sd) / mcse_sd

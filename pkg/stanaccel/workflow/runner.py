@@ -1,0 +1,137 @@
+"""Load a workflow file and run its steps, each step's output feeding later ones.
+
+A workflow file (TOML) has a ``[workflow]`` table (``name``, ``seed``,
+``output``) and a list of ``[[steps]]``, each with a unique ``name`` and an
+``action`` from :data:`stanaccel.workflow.steps.ACTIONS`. A step refers to an
+earlier step's output by that step's name (for example ``data = "data"``).
+Every step gets a seed derived from the workflow seed and its name unless it
+sets ``seed``, so a workflow file reproduces its run exactly. The output
+folder receives a copy of the workflow file, ``run.json`` (versions, seeds,
+timings) and one subfolder per step.
+"""
+
+from __future__ import annotations
+
+import json
+import platform
+import shutil
+import time
+import tomllib
+import zlib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+
+@dataclass
+class Workflow:
+    """A parsed workflow file."""
+
+    name: str
+    seed: int
+    output: Path
+    steps: list[dict[str, Any]]
+    source: Path | None = None
+
+
+@dataclass
+class RunContext:
+    """What steps share: the workflow, its output folder and earlier steps' outputs."""
+
+    workflow: Workflow
+    output: Path
+    results: dict[str, dict[str, Any]] = field(default_factory=dict)
+    progress: bool = True
+
+    def step_seed(self, step: dict[str, Any]) -> int:
+        """The step's own ``seed``, else one derived from the workflow seed and the step name."""
+        if "seed" in step:
+            return int(step["seed"])
+        sequence = np.random.SeedSequence([self.workflow.seed, zlib.crc32(step["name"].encode())])
+        return int(sequence.generate_state(1)[0])
+
+    def result(self, step: dict[str, Any], key: str) -> dict[str, Any]:
+        """The output of the earlier step named by ``step[key]``."""
+        name = step.get(key)
+        if name not in self.results:
+            raise ValueError(
+                f"step {step['name']!r}: {key} = {name!r} names no earlier step; earlier steps: {list(self.results)}"
+            )
+        return self.results[name]
+
+    def resolve_path(self, text: str) -> Path:
+        """A path relative to the workflow file's folder, or to the working folder."""
+        path = Path(text)
+        if not path.is_absolute() and self.workflow.source is not None:
+            beside = self.workflow.source.parent / path
+            if beside.exists():
+                return beside
+        return path
+
+
+def load_workflow(path: str | Path, *, output: str | Path | None = None) -> Workflow:
+    """Parse and check a workflow file; ``output`` overrides its output folder."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"workflow file not found: {path}")
+    with open(path, "rb") as handle:
+        try:
+            config = tomllib.load(handle)
+        except tomllib.TOMLDecodeError as exc:
+            raise ValueError(f"{path}: not valid TOML: {exc}") from exc
+    head = config.get("workflow", {})
+    name = head.get("name", path.stem)
+    steps = config.get("steps", [])
+    if not steps:
+        raise ValueError(f"{path}: no [[steps]] to run")
+    from stanaccel.workflow.steps import ACTIONS
+
+    seen = set()
+    for index, step in enumerate(steps):
+        if "name" not in step or "action" not in step:
+            raise ValueError(f"{path}: step {index + 1} needs a name and an action")
+        if step["action"] not in ACTIONS:
+            raise ValueError(f"{path}: step {step['name']!r} has unknown action {step['action']!r}; have {sorted(ACTIONS)}")
+        if step["name"] in seen:
+            raise ValueError(f"{path}: two steps are named {step['name']!r}")
+        seen.add(step["name"])
+    out = Path(output) if output is not None else Path(head.get("output", f"output/{name}"))
+    return Workflow(name=name, seed=int(head.get("seed", 0)), output=out, steps=steps, source=path.resolve())
+
+
+def run_workflow(workflow: Workflow | str | Path, *, output: str | Path | None = None, progress: bool = True) -> RunContext:
+    """Run every step in order; return the context holding each step's outputs."""
+    if not isinstance(workflow, Workflow):
+        workflow = load_workflow(workflow, output=output)
+    elif output is not None:
+        workflow.output = Path(output)
+    from stanaccel.workflow.steps import ACTIONS
+
+    workflow.output.mkdir(parents=True, exist_ok=True)
+    if workflow.source is not None:
+        shutil.copyfile(workflow.source, workflow.output / "workflow.toml")
+    context = RunContext(workflow, workflow.output, progress=progress)
+    record: dict[str, Any] = {"workflow": workflow.name, "seed": workflow.seed, "versions": _versions(), "steps": []}
+    for step in workflow.steps:
+        start = time.perf_counter()
+        seed = context.step_seed(step)
+        print(f"[{workflow.name}] step {step['name']} ({step['action']}), seed {seed}", flush=True)
+        context.results[step["name"]] = ACTIONS[step["action"]](step, context, seed)
+        record["steps"].append({"name": step["name"], "action": step["action"], "seed": seed,
+                                "seconds": time.perf_counter() - start})
+        (workflow.output / "run.json").write_text(json.dumps(record, indent=2))
+    return context
+
+
+def _versions() -> dict[str, str]:
+    from importlib.metadata import PackageNotFoundError, version
+
+    versions = {"python": platform.python_version()}
+    for package in ("stanaccel", "httpstan", "numpy", "scipy", "arviz", "cmdstanpy"):
+        try:
+            versions[package] = version(package)
+        except PackageNotFoundError:
+            versions[package] = "not installed"
+    return versions

@@ -1,0 +1,117 @@
+"""The actions a workflow step can take. Each returns a dict that later steps read.
+
+- ``generate``: a synthetic data set for a bundled program
+  (``generator``, and the generator's options such as ``N`` and ``D``);
+  writes ``data.json`` (Stan JSON) and ``truth.json``.
+- ``nuts``: Stan's NUTS on a program (``program``: a bundled name or a
+  ``.stan`` path; ``data``: an earlier step's name or a Stan JSON file;
+  ``chains``, ``warmup``, ``draws``, ``metric``, and any other NUTS setting);
+  writes ``posterior.nc`` (InferenceData), ``metrics.json`` and ``summary.txt``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from stanaccel.datasets import generate
+from stanaccel.diagnostics import convergence_metrics, summary, to_inference_data
+from stanaccel.programs import program_path
+from stanaccel.stan import StanModel, write_data
+from stanaccel.stan.nuts import NutsSettings, sample_nuts
+from stanaccel.workflow.runner import RunContext
+
+Action = Callable[[dict[str, Any], RunContext, int], dict[str, Any]]
+STEP_KEYS = {"name", "action", "seed"}
+
+
+def generate_step(step: dict[str, Any], context: RunContext, seed: int) -> dict[str, Any]:
+    """Generate a data set and write it as Stan JSON."""
+    options = {k: v for k, v in step.items() if k not in STEP_KEYS | {"generator"}}
+    dataset = generate(step.get("generator", ""), seed=seed, **options)
+    folder = _folder(context, step)
+    write_data(folder / "data.json", dataset.data)
+    (folder / "truth.json").write_text(json.dumps(_jsonable(dataset.truth), indent=2))
+    print(f"  {dataset.program} data: " + ", ".join(f"{k}={v}" for k, v in options.items()))
+    return {"program": dataset.program, "data": dataset.data, "truth": dataset.truth, "data_path": folder / "data.json"}
+
+
+def nuts_step(step: dict[str, Any], context: RunContext, seed: int) -> dict[str, Any]:
+    """Run Stan's NUTS and write the InferenceData, metrics and summary."""
+    data_ref = step.get("data")
+    if isinstance(data_ref, str) and data_ref in context.results:
+        source = context.results[data_ref]
+        data, default_program = source["data"], source.get("program")
+    else:
+        data = None if data_ref is None else context.resolve_path(data_ref)
+        default_program = None
+    program = step.get("program", default_program)
+    if program is None:
+        raise ValueError(f"step {step['name']!r}: no program given")
+    model = StanModel(_program_file(program, context), data)
+    known = set(NutsSettings.__dataclass_fields__)
+    settings = {k: v for k, v in step.items() if k in known}
+    unknown = set(step) - known - STEP_KEYS - {"program", "data"}
+    if unknown:
+        raise ValueError(f"step {step['name']!r}: unknown NUTS settings {sorted(unknown)}")
+    settings["seed"] = seed
+    fit = sample_nuts(model, progress=context.progress, **settings)
+    idata = to_inference_data(fit)
+    folder = _folder(context, step)
+    idata.to_netcdf(str(folder / "posterior.nc"))
+    sampling_seconds = float(np.max(fit.chain_seconds))
+    metrics = convergence_metrics(
+        idata,
+        wall_seconds=fit.wall_seconds,
+        gradient_evaluations=fit.gradient_evaluations,
+    )
+    metrics.update(
+        {
+            "method": "stan_nuts",
+            "program": model.name,
+            "divergences": int(fit.sample_stats["diverging"].sum()),
+            "chain_seconds_max": sampling_seconds,
+            "step_size": fit.step_size.tolist(),
+            "interrupted": fit.interrupted,
+        }
+    )
+    (folder / "metrics.json").write_text(json.dumps(metrics, indent=2))
+    table = summary(idata).to_string()
+    (folder / "summary.txt").write_text(table + "\n")
+    print(table)
+    print(
+        f"  ESS bulk min {metrics['ess_bulk_min']:.0f}, R-hat max {metrics['rhat_max']:.3f}, "
+        f"{metrics['wall_seconds']:.2f} s, {metrics['gradient_evaluations']} gradients -> {folder}"
+    )
+    return {"model": model, "fit": fit, "idata": idata, "metrics": metrics}
+
+
+ACTIONS: dict[str, Action] = {"generate": generate_step, "nuts": nuts_step}
+
+
+def _program_file(program: str, context: RunContext) -> Path:
+    """A bundled program by name, else a ``.stan`` path."""
+    if program.endswith(".stan") or "/" in program:
+        path = context.resolve_path(program)
+        if not path.is_file():
+            raise FileNotFoundError(f"Stan program file not found: {program}")
+        return path
+    return program_path(program)
+
+
+def _folder(context: RunContext, step: dict[str, Any]) -> Path:
+    folder = context.output / step["name"]
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _jsonable(v) for k, v in value.items()}
+    if isinstance(value, np.ndarray | np.generic):
+        return value.tolist()
+    return value
