@@ -75,6 +75,26 @@ class NutsSettings:
 
 
 @dataclass
+class WarmupState:
+    """What a warm-up leaves behind, enough to sample without adapting again.
+
+    Attributes
+    ----------
+    step_size : ndarray (chains,)
+    inv_metric : ndarray (chains, dim) for "diag" or (chains, dim, dim) for "dense"
+    metric : str
+        "diag" or "dense".
+    positions : ndarray (chains, dim)
+        The last unconstrained point of each chain.
+    """
+
+    step_size: np.ndarray
+    inv_metric: np.ndarray
+    metric: str
+    positions: np.ndarray
+
+
+@dataclass
 class NutsFit:
     """Draws and diagnostics of a NUTS run, as NumPy arrays with (chain, draw) axes.
 
@@ -171,6 +191,10 @@ class NutsFit:
             },
         }
 
+    def warmup_state(self) -> WarmupState:
+        """Step sizes, inverse metrics and last points, to continue without re-adapting."""
+        return WarmupState(self.step_size.copy(), self.inv_metric.copy(), self.settings.metric, self.last_unconstrained())
+
     def last_unconstrained(self) -> np.ndarray:
         """The last unconstrained draw of each chain, (chains, dim): a start for later runs."""
         both = np.concatenate([self.warmup_unconstrained, self.draws_unconstrained], axis=1)
@@ -182,6 +206,7 @@ def sample_nuts(
     *,
     inits: Any = None,
     inv_metric: np.ndarray | None = None,
+    warmup_from: WarmupState | None = None,
     progress: bool = True,
     **settings: Any,
 ) -> NutsFit:
@@ -199,6 +224,11 @@ def sample_nuts(
     inv_metric : ndarray, optional
         Initial (or, with ``adapt=False``, fixed) inverse metric: (dim,) for
         ``metric="diag"``, (dim, dim) for ``"dense"``, or one per chain.
+    warmup_from : WarmupState, optional
+        Continue from an earlier warm-up (``NutsFit.warmup_state()``, or a
+        CmdStan run via ``stanaccel.stan.cmdstan.read_warmup``): its step
+        sizes, inverse metrics, metric type and last points; unless given
+        otherwise, no further warm-up and one chain per warm-up chain.
     progress : bool
         Show a progress bar (tqdm) on stderr.
     **settings
@@ -209,15 +239,24 @@ def sample_nuts(
     -------
     NutsFit
     """
+    step_sizes = None
+    if warmup_from is not None:
+        settings = {"chains": len(warmup_from.step_size), "warmup": 0, "adapt": False, **settings}
+        settings["metric"] = warmup_from.metric
+        inits = warmup_from.positions if inits is None else inits
+        inv_metric = warmup_from.inv_metric if inv_metric is None else inv_metric
+        step_sizes = np.asarray(warmup_from.step_size, dtype=float)
     config = NutsSettings(**settings)
     config.check()
+    if step_sizes is None or len(step_sizes) != config.chains:
+        step_sizes = np.full(config.chains, config.step_size)
     init_texts = _init_texts(model, inits, config.chains)
     metrics = _initial_metrics(model.dim, inv_metric, config)
     metric_texts = [json.dumps({"inv_metric": m.tolist()}) for m in metrics]
-    runs = [
-        model.program.module.NutsChain(model._model, _chain_settings(config, c, init_texts[c], metric_texts[c]))
-        for c in range(config.chains)
-    ]
+    runs = []
+    for c in range(config.chains):
+        chain_settings = _chain_settings(config, c, init_texts[c], metric_texts[c], step_sizes[c])
+        runs.append(model.program.module.NutsChain(model._model, chain_settings))
     start = time.perf_counter()
     threads = [threading.Thread(target=run.run, daemon=True) for run in runs]
     for thread in threads:
@@ -231,7 +270,7 @@ def sample_nuts(
         detail = "\n".join(r["messages"][-10:])
         raise StanEvaluationError(f"NUTS chain {c} failed: {r['error']}\n{detail}".strip())
     stopped = interrupted or any(r["interrupted"] for r in results)
-    return _assemble(model, config, results, metrics, wall, stopped)
+    return _assemble(model, config, results, metrics, step_sizes, wall, stopped)
 
 
 def _wait(runs: list, threads: list[threading.Thread], config: NutsSettings, progress: bool) -> bool:
@@ -259,7 +298,7 @@ def _wait(runs: list, threads: list[threading.Thread], config: NutsSettings, pro
             bar.close()
 
 
-def _chain_settings(config: NutsSettings, chain: int, init: str, metric: str) -> dict:
+def _chain_settings(config: NutsSettings, chain: int, init: str, metric: str, step_size: float) -> dict:
     return {
         "metric": config.metric,
         "adapt": bool(config.adapt and config.warmup > 0),
@@ -271,7 +310,7 @@ def _chain_settings(config: NutsSettings, chain: int, init: str, metric: str) ->
         "num_warmup": int(config.warmup),
         "num_samples": int(config.draws),
         "num_thin": int(config.thin),
-        "stepsize": float(config.step_size),
+        "stepsize": float(step_size),
         "stepsize_jitter": float(config.step_size_jitter),
         "max_depth": int(config.max_depth),
         "delta": float(config.delta),
@@ -330,6 +369,7 @@ def _assemble(
     config: NutsSettings,
     results: list[dict],
     initial_metrics: np.ndarray,
+    initial_step_sizes: np.ndarray,
     wall: float,
     interrupted: bool,
 ) -> NutsFit:
@@ -365,7 +405,7 @@ def _assemble(
         if config.metric == "diag":
             inv_metric = inv_metric[..., 0]
     else:
-        step_size = np.full(len(results), config.step_size)
+        step_size = initial_step_sizes
         inv_metric = initial_metrics
     return NutsFit(
         param_names=model.param_names(include_tp=True, include_gq=True),
