@@ -1,3 +1,12 @@
-"""stanaccel: faster, honest Bayesian sampling of expensive Stan posteriors."""
+"""stanaccel: faster, honest Bayesian sampling of expensive Stan posteriors.
+
+Start with :class:`StanModel` (a compiled Stan program with data) and
+:func:`sample_nuts` (Stan's own NUTS); ``stanaccel.diagnostics`` turns any
+result into ArviZ InferenceData.
+"""
+
+from stanaccel.stan import StanModel
+from stanaccel.stan.nuts import sample_nuts
 
 __version__ = "0.1.0"
+__all__ = ["StanModel", "sample_nuts"]

@@ -36,7 +36,9 @@ def _nuts(args: argparse.Namespace) -> int:
     output.parent.mkdir(parents=True, exist_ok=True)
     idata.to_netcdf(str(output))
     print(summary(idata).to_string())
-    metrics = convergence_metrics(idata, wall_seconds=fit.wall_seconds, gradient_evaluations=fit.gradient_evaluations)
+    metrics = convergence_metrics(
+        idata, wall_seconds=fit.wall_seconds, gradient_evaluations=fit.gradient_evaluations
+    )
     divergences = int(fit.sample_stats["diverging"].sum())
     print(
         f"{fit.chains} chains x {fit.num_draws} draws in {fit.wall_seconds:.2f} s; "

@@ -23,15 +23,17 @@ def squared_exponential(x: np.ndarray, ell: np.ndarray, sigma_f: float) -> np.nd
 
 def generate(N: int = 64, D: int = 3, seed: int = 0, beta: float = 1.0) -> Dataset:
     """Draw hyperparameters from the prior, then N inputs and outputs from the GP."""
-    rng = np.random.default_rng(seed)
-    ell = rng.lognormal(0.5, 1.0, size=D)
-    sigma_f = rng.gamma(4.0, 1.0)
-    sigma_n = rng.gamma(2.0, 1.0 / 2.0)
-    x = rng.normal(0.0, ell.mean(), size=(N, D))
+    prior_rng, input_rng, noise_rng = (
+        np.random.default_rng(s) for s in np.random.SeedSequence(seed).spawn(3)
+    )
+    ell = prior_rng.lognormal(0.5, 1.0, size=D)
+    sigma_f = prior_rng.gamma(4.0, 1.0)
+    sigma_n = prior_rng.gamma(2.0, 1.0 / 2.0)
+    x = input_rng.normal(0.0, ell.mean(), size=(N, D))
     K = squared_exponential(x, ell, sigma_f) + sigma_n**2 * np.eye(N)
     # Lower Cholesky: y[:n] depends only on z[:n], so data sets are nested in N.
     L = np.linalg.cholesky(K + 1e-10 * np.eye(N))
-    y = L @ rng.standard_normal(N)
+    y = L @ noise_rng.standard_normal(N)
     data = {"N": N, "D": D, "x": x, "y": y, "beta": beta}
     truth = {"ell": ell, "sigma_f": sigma_f, "sigma_n": sigma_n}
     return Dataset("gp_ard", data, truth)

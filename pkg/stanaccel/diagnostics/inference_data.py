@@ -37,7 +37,7 @@ def to_inference_data(result: HasInferenceGroups | dict[str, Any]) -> az.Inferen
     if not has_warmup:
         standard.pop("warmup_posterior", None)
         standard.pop("warmup_sample_stats", None)
-    idata = az.from_dict(**standard, save_warmup=has_warmup, attrs=attrs)
+    idata = az.from_dict(**standard, save_warmup=has_warmup)
     extra = {g: v for g, v in groups.items() if g not in STANDARD_GROUPS and g != "attrs" and v}
     if extra:
         with warnings.catch_warnings():
@@ -48,6 +48,8 @@ def to_inference_data(result: HasInferenceGroups | dict[str, Any]) -> az.Inferen
                 else:
                     dataset = az.dict_to_dataset(values, attrs=attrs)
                 idata.add_groups({name: dataset})
+    for group in idata.groups():  # az.from_dict drops attrs in ArviZ 0.23
+        idata[group].attrs.update(attrs)
     return idata
 
 
@@ -67,8 +69,6 @@ def _n_draws(group: dict | None) -> int:
         return 0
     first = np.asarray(next(iter(group.values())))
     return first.shape[1] if first.ndim >= 2 else 0
-
-
 
 
 def _attr_value(value: Any) -> Any:

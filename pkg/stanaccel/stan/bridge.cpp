@@ -339,28 +339,29 @@ class NutsChain {
     py::gil_scoped_release release;
     ensure_autodiff_stack();
     auto start = std::chrono::steady_clock::now();
+    int code = 0;
     try {
       stan::json::json_data init(init_in);
       stan::json::json_data inv_metric(metric_in);
       stan::model::model_base &m = model_.model();
       const bool dense = metric == "dense";
       if (adapt && dense)
-        stan::services::sample::hmc_nuts_dense_e_adapt(
+        code = stan::services::sample::hmc_nuts_dense_e_adapt(
             m, init, inv_metric, seed, chain, init_radius, num_warmup, num_samples, num_thin, true, 0, stepsize,
             stepsize_jitter, max_depth, delta, gamma, kappa, t0, init_buffer, term_buffer, window, interrupt_,
             logger_, init_writer_, sample_writer_, diagnostic_writer_, adaptation_);
       else if (adapt)
-        stan::services::sample::hmc_nuts_diag_e_adapt(
+        code = stan::services::sample::hmc_nuts_diag_e_adapt(
             m, init, inv_metric, seed, chain, init_radius, num_warmup, num_samples, num_thin, true, 0, stepsize,
             stepsize_jitter, max_depth, delta, gamma, kappa, t0, init_buffer, term_buffer, window, interrupt_,
             logger_, init_writer_, sample_writer_, diagnostic_writer_, adaptation_);
       else if (dense)
-        stan::services::sample::hmc_nuts_dense_e(m, init, inv_metric, seed, chain, init_radius, num_warmup,
+        code = stan::services::sample::hmc_nuts_dense_e(m, init, inv_metric, seed, chain, init_radius, num_warmup,
                                                  num_samples, num_thin, true, 0, stepsize, stepsize_jitter,
                                                  max_depth, interrupt_, logger_, init_writer_, sample_writer_,
                                                  diagnostic_writer_);
       else
-        stan::services::sample::hmc_nuts_diag_e(m, init, inv_metric, seed, chain, init_radius, num_warmup,
+        code = stan::services::sample::hmc_nuts_diag_e(m, init, inv_metric, seed, chain, init_radius, num_warmup,
                                                 num_samples, num_thin, true, 0, stepsize, stepsize_jitter,
                                                 max_depth, interrupt_, logger_, init_writer_, sample_writer_,
                                                 diagnostic_writer_);
@@ -369,6 +370,16 @@ class NutsChain {
     } catch (const std::exception &e) {
       error_ = e.what();
     }
+    // The services catch our interrupt exception and return an error code.
+    if (interrupt_.stop.load()) {
+      interrupted_ = true;
+      error_.clear();
+      code = 0;
+    }
+    // The services log a configuration error (failed initialisation, bad metric) and return its code.
+    if (code != 0 && error_.empty())
+      error_ = logger_.messages.empty() ? "Stan's sampler returned error code " + std::to_string(code)
+                                        : logger_.messages.back();
     stan::math::recover_memory();
     std::chrono::duration<double> elapsed = std::chrono::steady_clock::now() - start;
     seconds_ = elapsed.count();
@@ -419,9 +430,10 @@ class NutsChain {
 
 }  // namespace
 
-PYBIND11_MODULE(_stanaccel_model, m) {
-  m.doc() = "One compiled Stan program, bridged by stanaccel.";
-
+// Each built program gets a module of its own name (see compiler.py): a
+// two-line init function, compiled per program, calls this. Distinct names
+// keep CPython from handing back an already loaded module of the same name.
+void define_module(py::module_ &m) {
   py::module_ errors = py::module_::import("stanaccel.stan.errors");
   domain_error_type = errors.attr("StanDomainError").ptr();
   evaluation_error_type = errors.attr("StanEvaluationError").ptr();
@@ -457,4 +469,20 @@ PYBIND11_MODULE(_stanaccel_model, m) {
       .def("iterations", &NutsChain::iterations)
       .def("request_stop", &NutsChain::request_stop)
       .def("result", &NutsChain::result);
+}
+
+extern "C" PyObject *stanaccel_create_module(const char *name) {
+  py::detail::get_internals();
+  auto *definition = new PyModuleDef();  // lives as long as the process, like the module
+  try {
+    auto m = py::module_::create_extension_module(name, "One compiled Stan program, bridged by stanaccel.",
+                                                  definition);
+    define_module(m);
+    return m.release().ptr();
+  } catch (py::error_already_set &e) {
+    e.restore();
+  } catch (const std::exception &e) {
+    PyErr_SetString(PyExc_ImportError, e.what());
+  }
+  return nullptr;
 }

@@ -46,7 +46,9 @@ def read_warmup(csv_files: str | Path | Sequence[str | Path], model: StanModel) 
     fit = cmdstanpy.from_csv(files if len(files) > 1 else files[0], method="sample")
     metric = METRIC_TYPES.get(fit.metric_type or "")
     if fit.step_size is None or fit.metric is None or metric is None:
-        raise ValueError(f"CmdStan run in {files} has no adapted step size and metric (metric {fit.metric_type})")
+        raise ValueError(
+            f"CmdStan run in {files} has no adapted step size and metric (metric {fit.metric_type})"
+        )
     columns = [cmdstan_column(n) for n in model.param_names()]
     missing = [c for c in columns if c not in fit.column_names]
     if missing:

@@ -27,7 +27,10 @@ from stanaccel.stan.toolchain import Toolchain, find_toolchain
 logger = logging.getLogger(__name__)
 
 BRIDGE_SOURCE = Path(__file__).with_name("bridge.cpp")
-MODULE_NAME = "_stanaccel_model"
+MODULE_INIT = """#include <Python.h>
+extern "C" PyObject *stanaccel_create_module(const char *name);
+extern "C" PyMODINIT_FUNC PyInit_{module}(void) {{ return stanaccel_create_module("{module}"); }}
+"""
 
 _loaded: dict[Path, ModuleType] = {}
 _load_lock = threading.Lock()
@@ -62,7 +65,10 @@ class CompiledProgram:
 
 
 def read_program(program: str | Path) -> tuple[str, str]:
-    """Return (code, model name) for a ``.stan`` path or a program string."""
+    """Return (code, model name) for a ``.stan`` path or a program string.
+
+    The model name is ``<file stem>_model``, or ``anon_model`` for a string.
+    """
     looks_like_path = isinstance(program, Path) or (
         "\n" not in program and "{" not in program and program.strip().endswith(".stan")
     )
@@ -91,11 +97,13 @@ def stanc(code: str, name: str, toolchain_stanc: Path) -> tuple[str, str]:
         With stanc's message, which gives the line and column of the problem.
     """
     with tempfile.TemporaryDirectory(prefix="stanaccel-stanc-") as tmp:
-        source = Path(tmp) / f"{name.removesuffix('_model')}.stan"
+        label = f"{name.removesuffix('_model')}.stan"
+        source = Path(tmp) / label
         source.write_text(code)
         target = Path(tmp) / f"{name}.cpp"
         process = subprocess.run(
-            [str(toolchain_stanc), "--name", name, "--o", str(target), str(source)],
+            [str(toolchain_stanc), "--name", name, f"--filename-in-msg={label}", "--o", target.name, label],
+            cwd=tmp,  # relative paths: stanc records its flags in the C++, which is the cache key
             capture_output=True,
             text=True,
             timeout=120,
@@ -132,9 +140,10 @@ def compile_program(program: str | Path) -> CompiledProgram:
     if warnings:
         logger.info("stanc warnings for %s:\n%s", name, warnings)
     bridge = bridge_object(toolchain)
-    key = content_hash(code, name, BRIDGE_SOURCE.read_text(), toolchain.identity())
+    key = content_hash(cpp, BRIDGE_SOURCE.read_text(), toolchain.identity())
     suffix = sysconfig.get_config_var("EXT_SUFFIX") or ".so"
-    library = cache_dir() / "models" / f"{name}-{key}{suffix}"
+    module = f"_stanaccel_{name}_{key}"
+    library = cache_dir() / "models" / f"{module}{suffix}"
 
     def build(tmp_library: Path) -> None:
         logger.info("compiling Stan program %s (about a minute)", name)
@@ -145,13 +154,26 @@ def compile_program(program: str | Path) -> CompiledProgram:
             toolchain.run_compiler(
                 [*toolchain.compile_flags(), "-c", str(cpp_path), "-o", str(obj)], f"program {name}"
             )
+            init_path = Path(tmp) / "module_init.cpp"
+            init_path.write_text(MODULE_INIT.format(module=module))
             toolchain.run_compiler(
-                [str(obj), str(bridge), "-o", str(tmp_library), *toolchain.link_flags()],
+                [*toolchain.compile_flags(), "-c", str(init_path), "-o", str(init_path.with_suffix(".o"))],
+                f"program {name} (module init)",
+            )
+            toolchain.run_compiler(
+                [
+                    str(obj),
+                    str(init_path.with_suffix(".o")),
+                    str(bridge),
+                    "-o",
+                    str(tmp_library),
+                    *toolchain.link_flags(),
+                ],
                 f"program {name} (link)",
             )
 
     built = build_once(library, build)
-    return CompiledProgram(name, code, library, load_module(library), warnings, built)
+    return CompiledProgram(name, code, library, load_module(module, library), warnings, built)
 
 
 def bridge_object(toolchain: Toolchain) -> Path:
@@ -171,11 +193,11 @@ def bridge_object(toolchain: Toolchain) -> Path:
     return target
 
 
-def load_module(library: Path) -> ModuleType:
+def load_module(module: str, library: Path) -> ModuleType:
     """Load a built extension once per process (a second load would clash)."""
     with _load_lock:
         if library not in _loaded:
-            spec = importlib.util.spec_from_file_location(MODULE_NAME, library)
+            spec = importlib.util.spec_from_file_location(module, library)
             module = importlib.util.module_from_spec(spec)
             spec.loader.exec_module(module)
             _loaded[library] = module

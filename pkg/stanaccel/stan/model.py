@@ -163,7 +163,7 @@ def unflatten(flat: np.ndarray, variables: Variables) -> dict[str, np.ndarray]:
         size = math.prod(dims)
         block = flat[..., start : start + size]
         # Stan orders array elements column-major: reverse dims, then reverse axes back.
-        shaped = block.reshape(*batch, *reversed(dims))
+        shaped = block.reshape(batch + tuple(reversed(dims)))
         axes = list(range(len(batch))) + [len(batch) + i for i in reversed(range(len(dims)))]
         out[name] = shaped.transpose(axes)
         start += size

@@ -193,7 +193,9 @@ class NutsFit:
 
     def warmup_state(self) -> WarmupState:
         """Step sizes, inverse metrics and last points, to continue without re-adapting."""
-        return WarmupState(self.step_size.copy(), self.inv_metric.copy(), self.settings.metric, self.last_unconstrained())
+        return WarmupState(
+            self.step_size.copy(), self.inv_metric.copy(), self.settings.metric, self.last_unconstrained()
+        )
 
     def last_unconstrained(self) -> np.ndarray:
         """The last unconstrained draw of each chain, (chains, dim): a start for later runs."""

@@ -2,8 +2,10 @@
 
 CmdStan cannot be installed from the package registries, so stanaccel builds
 each program with what the ``httpstan`` wheel ships: ``stanc``, the Stan,
-Stan Math, Eigen, Boost, Sundials and TBB headers and libraries, and
-pybind11. The flags below are the ones httpstan's own headers are built for.
+Stan Math, Eigen, Boost, Sundials and TBB headers and libraries. The
+flags below are the ones httpstan's own headers are built for. pybind11 comes
+from its own package, not from httpstan: the copy httpstan ships (2.9)
+predates NumPy 2 and builds arrays with zero strides under it.
 """
 
 from __future__ import annotations
@@ -41,8 +43,17 @@ class Toolchain:
 
     def compile_flags(self) -> list[str]:
         """Flags for compiling one translation unit to an object file."""
+        import pybind11
+
         python_include = sysconfig.get_paths()["include"]
-        return [*OPTIONS, *MACROS, f"-I{self.include_dir}", f"-I{python_include}"]
+        # pybind11's own headers first, ahead of the older copy inside httpstan's include folder.
+        return [
+            *OPTIONS,
+            *MACROS,
+            f"-I{pybind11.get_include()}",
+            f"-I{self.include_dir}",
+            f"-I{python_include}",
+        ]
 
     def link_flags(self) -> list[str]:
         """Flags for linking object files into a Python extension module."""
@@ -51,9 +62,12 @@ class Toolchain:
 
     def identity(self) -> str:
         """Text that changes whenever a build made with this toolchain would."""
+        import pybind11
+
         return "\n".join(
             [
                 self.httpstan_version,
+                pybind11.__version__,
                 compiler_version(self.cxx),
                 sysconfig.get_config_var("EXT_SUFFIX") or "",
                 *self.compile_flags(),

@@ -57,7 +57,8 @@ class RunContext:
         name = step.get(key)
         if name not in self.results:
             raise ValueError(
-                f"step {step['name']!r}: {key} = {name!r} names no earlier step; earlier steps: {list(self.results)}"
+                f"step {step['name']!r}: {key} = {name!r} names no earlier step "
+                f"(earlier steps: {list(self.results)})"
             )
         return self.results[name]
 
@@ -93,7 +94,9 @@ def load_workflow(path: str | Path, *, output: str | Path | None = None) -> Work
         if "name" not in step or "action" not in step:
             raise ValueError(f"{path}: step {index + 1} needs a name and an action")
         if step["action"] not in ACTIONS:
-            raise ValueError(f"{path}: step {step['name']!r} has unknown action {step['action']!r}; have {sorted(ACTIONS)}")
+            raise ValueError(
+                f"{path}: step {step['name']!r} has unknown action {step['action']!r}; have {sorted(ACTIONS)}"
+            )
         if step["name"] in seen:
             raise ValueError(f"{path}: two steps are named {step['name']!r}")
         seen.add(step["name"])
@@ -101,7 +104,9 @@ def load_workflow(path: str | Path, *, output: str | Path | None = None) -> Work
     return Workflow(name=name, seed=int(head.get("seed", 0)), output=out, steps=steps, source=path.resolve())
 
 
-def run_workflow(workflow: Workflow | str | Path, *, output: str | Path | None = None, progress: bool = True) -> RunContext:
+def run_workflow(
+    workflow: Workflow | str | Path, *, output: str | Path | None = None, progress: bool = True
+) -> RunContext:
     """Run every step in order; return the context holding each step's outputs."""
     if not isinstance(workflow, Workflow):
         workflow = load_workflow(workflow, output=output)
@@ -113,14 +118,25 @@ def run_workflow(workflow: Workflow | str | Path, *, output: str | Path | None =
     if workflow.source is not None:
         shutil.copyfile(workflow.source, workflow.output / "workflow.toml")
     context = RunContext(workflow, workflow.output, progress=progress)
-    record: dict[str, Any] = {"workflow": workflow.name, "seed": workflow.seed, "versions": _versions(), "steps": []}
+    record: dict[str, Any] = {
+        "workflow": workflow.name,
+        "seed": workflow.seed,
+        "versions": _versions(),
+        "steps": [],
+    }
     for step in workflow.steps:
         start = time.perf_counter()
         seed = context.step_seed(step)
         print(f"[{workflow.name}] step {step['name']} ({step['action']}), seed {seed}", flush=True)
         context.results[step["name"]] = ACTIONS[step["action"]](step, context, seed)
-        record["steps"].append({"name": step["name"], "action": step["action"], "seed": seed,
-                                "seconds": time.perf_counter() - start})
+        record["steps"].append(
+            {
+                "name": step["name"],
+                "action": step["action"],
+                "seed": seed,
+                "seconds": time.perf_counter() - start,
+            }
+        )
         (workflow.output / "run.json").write_text(json.dumps(record, indent=2))
     return context
 

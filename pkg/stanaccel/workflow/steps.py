@@ -37,7 +37,12 @@ def generate_step(step: dict[str, Any], context: RunContext, seed: int) -> dict[
     write_data(folder / "data.json", dataset.data)
     (folder / "truth.json").write_text(json.dumps(_jsonable(dataset.truth), indent=2))
     print(f"  {dataset.program} data: " + ", ".join(f"{k}={v}" for k, v in options.items()))
-    return {"program": dataset.program, "data": dataset.data, "truth": dataset.truth, "data_path": folder / "data.json"}
+    return {
+        "program": dataset.program,
+        "data": dataset.data,
+        "truth": dataset.truth,
+        "data_path": folder / "data.json",
+    }
 
 
 def nuts_step(step: dict[str, Any], context: RunContext, seed: int) -> dict[str, Any]:

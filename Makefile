@@ -1,0 +1,38 @@
+# stanaccel: `make demo` runs the quickstart workflow, `make test` the whole test suite.
+# Both create the virtual environment (.venv) on first use.
+
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed-stamp
+
+.PHONY: demo test lint format bench clean
+
+$(STAMP): pyproject.toml
+	@command -v g++ >/dev/null || command -v c++ >/dev/null || { \
+	  echo "stanaccel needs a C++ compiler to build Stan programs (Debian: apt-get install g++)"; exit 1; }
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e ".[dev]"
+	touch $(STAMP)
+
+demo: $(STAMP)
+	$(BIN)/stanaccel run workflows/quickstart.toml
+
+test: $(STAMP)
+	$(BIN)/ruff check pkg tests benchmarks
+	$(BIN)/ruff format --check pkg tests benchmarks
+	$(BIN)/python -m pytest
+
+lint: $(STAMP)
+	$(BIN)/ruff check pkg tests benchmarks
+
+format: $(STAMP)
+	$(BIN)/ruff format pkg tests benchmarks
+	$(BIN)/ruff check --fix pkg tests benchmarks
+
+bench: $(STAMP)
+	$(BIN)/python benchmarks/gradient_overhead.py
+
+clean:
+	rm -rf $(VENV) output

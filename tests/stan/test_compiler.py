@@ -1,0 +1,53 @@
+"""Compiling and caching Stan programs."""
+
+import multiprocessing
+import time
+
+from stanaccel.programs import program_path
+from stanaccel.stan import compile_program
+from stanaccel.stan.cache import build_once, content_hash
+
+
+def test_second_compile_hits_the_cache(mvn_program):
+    before = mvn_program.library.stat().st_mtime_ns
+    start = time.perf_counter()
+    again = compile_program(program_path("mvn_mean"))
+    seconds = time.perf_counter() - start
+    assert not again.built
+    assert again.library == mvn_program.library
+    assert again.library.stat().st_mtime_ns == before
+    print(f"cache hit loaded in {seconds:.2f} s")
+
+
+def test_program_string_and_file_share_nothing_but_the_bridge(reject_program, mvn_program):
+    assert reject_program.name == "anon_model"
+    assert reject_program.library != mvn_program.library
+    assert reject_program.library.parent == mvn_program.library.parent
+
+
+def test_content_hash_depends_on_every_part():
+    assert content_hash("a", "b") != content_hash("ab", "")
+    assert content_hash("a", "b") == content_hash("a", "b")
+
+
+def _slow_build(target, results):
+    def build(tmp):
+        time.sleep(0.5)
+        tmp.write_text("complete artefact")
+
+    results.put(build_once(target, build))
+
+
+def test_concurrent_builds_of_one_target_build_once(tmp_path):
+    target = tmp_path / "models" / "program.so"
+    target.parent.mkdir()
+    results = multiprocessing.Queue()
+    workers = [multiprocessing.Process(target=_slow_build, args=(target, results)) for _ in range(3)]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join()
+    built = sorted(results.get() for _ in workers)
+    assert built == [False, False, True]
+    assert target.read_text() == "complete artefact"
+    assert [p.name for p in target.parent.iterdir() if not p.name.endswith(".lock")] == ["program.so"]

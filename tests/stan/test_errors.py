@@ -1,0 +1,107 @@
+"""Every error a user meets names its cause."""
+
+import numpy as np
+import pytest
+
+from stanaccel.stan import (
+    StanBuildError,
+    StanCompileError,
+    StanDataError,
+    StanDomainError,
+    StanModel,
+    compile_program,
+)
+
+
+def test_syntax_error_gives_line_and_column():
+    with pytest.raises(StanCompileError) as info:
+        compile_program("parameters {\n  real y\n}\nmodel {\n  y ~ normal(0, 1);\n}\n")
+    message = str(info.value)
+    assert "line 3" in message and "column" in message
+    assert "Syntax error" in message
+
+
+def test_type_error_gives_line_and_column():
+    with pytest.raises(StanCompileError) as info:
+        compile_program("parameters {\n  real y;\n}\nmodel {\n  int k = 2.5;\n  y ~ normal(0, 1);\n}\n")
+    message = str(info.value)
+    assert "Semantic error" in message and "line 5" in message and "column" in message
+
+
+def test_missing_program_file():
+    with pytest.raises(FileNotFoundError, match="nowhere.stan"):
+        compile_program("nowhere.stan")
+
+
+def test_no_compiler_says_so(monkeypatch):
+    monkeypatch.setenv("CXX", "/nonexistent/g++")
+    with pytest.raises(StanBuildError, match="no C\\+\\+ compiler found"):
+        compile_program("parameters { real y; } model { y ~ normal(0, 1); }")
+
+
+def test_missing_data_variable_is_named(mvn_program, mvn_data):
+    data = {k: v for k, v in mvn_data.items() if k != "Sigma"}
+    with pytest.raises(StanDataError, match="Sigma"):
+        StanModel(mvn_program, data)
+
+
+def test_mistyped_data_variable_is_named(mvn_program, mvn_data):
+    with pytest.raises(StanDataError, match="N"):
+        StanModel(mvn_program, {**mvn_data, "N": 20.5})
+
+
+def test_misshaped_data_variable_is_named(mvn_program, mvn_data):
+    with pytest.raises(StanDataError, match="x") as info:
+        StanModel(mvn_program, {**mvn_data, "x": np.zeros((20, 4))})
+    assert "dims" in str(info.value)
+
+
+def test_constraint_violated_in_data_is_reported(mvn_program, mvn_data):
+    with pytest.raises(StanDataError, match="beta") as info:
+        StanModel(mvn_program, {**mvn_data, "beta": 2.0})
+    assert "less than or equal to 1" in str(info.value)
+
+
+def test_bad_covariance_in_data_is_reported(mvn_program, mvn_data):
+    with pytest.raises(StanDataError, match="Sigma"):
+        StanModel(mvn_program, {**mvn_data, "Sigma": -np.eye(3)})
+
+
+def test_parameter_vector_of_wrong_length_is_refused(mvn_model):
+    with pytest.raises(ValueError, match="expected \\(3,\\)"):
+        mvn_model.log_density(np.zeros(4))
+    with pytest.raises(ValueError, match="expected \\(3,\\)"):
+        mvn_model.log_density_gradient(np.zeros(2))
+    with pytest.raises(ValueError, match="expected \\(3,\\)"):
+        mvn_model.param_constrain(np.zeros((3, 1)))
+    with pytest.raises(ValueError, match="expected 3"):
+        mvn_model.param_unconstrain(np.zeros(5))
+
+
+def test_parameter_vector_with_nan_is_refused(mvn_model):
+    with pytest.raises(ValueError, match="NaN at index 1"):
+        mvn_model.log_density(np.array([0.0, np.nan, 0.0]))
+    with pytest.raises(ValueError, match="NaN"):
+        mvn_model.log_density_gradient(np.array([np.nan, 0.0, 0.0]))
+
+
+def test_domain_error_in_evaluation(gp_model):
+    # An overflowing length scale is outside gp_exp_quad_cov's domain.
+    theta = np.array([800.0, 0.0, 0.0, 0.0])
+    with pytest.raises(StanDomainError, match="length scale.* is inf") as info:
+        gp_model.log_density(theta)
+    assert "gp_ard.stan', line" in str(info.value)  # Stan names the program line
+    with pytest.raises(StanDomainError, match="length scale.* is inf"):
+        gp_model.log_density_gradient(theta)
+    # The model is still usable afterwards (the autodiff tape was cleared).
+    assert np.isfinite(gp_model.log_density_gradient(np.zeros(gp_model.dim))[0])
+
+
+def test_reject_in_evaluation(reject_program):
+    model = StanModel(reject_program)
+    assert model.log_density(np.array([1.0])) == pytest.approx(-0.5)
+    with pytest.raises(StanDomainError, match="above the limit 3"):
+        model.log_density(np.array([4.0]))
+    with pytest.raises(StanDomainError, match="above the limit 3"):
+        model.log_density_gradient(np.array([4.0]))
+    assert isinstance(StanDomainError("x"), RuntimeError)  # as BridgeStan's errors are

@@ -1,0 +1,125 @@
+"""The command line and workflow files, end to end with real Stan runs."""
+
+import json
+
+import numpy as np
+import pytest
+
+from stanaccel.cli import main
+from stanaccel.datasets import generate
+from stanaccel.diagnostics._arviz import az
+from stanaccel.stan import write_data
+from stanaccel.workflow import load_workflow, run_workflow
+
+QUICK_WORKFLOW = """
+[workflow]
+name = "tiny"
+seed = 5
+
+[[steps]]
+name = "data"
+action = "generate"
+generator = "gp_ard"
+N = 20
+D = 2
+
+[[steps]]
+name = "nuts"
+action = "nuts"
+program = "gp_ard"
+data = "data"
+chains = 2
+warmup = 150
+draws = 100
+"""
+
+
+def test_cli_nuts_writes_inference_data_and_prints_summary(tmp_path, capsys, mvn_program):
+    data = write_data(tmp_path / "data.json", generate("mvn_mean", N=10, D=2, seed=1).data)
+    out = tmp_path / "fit.nc"
+    code = main(
+        [
+            "nuts",
+            "mvn_mean",
+            "--data",
+            str(data),
+            "--chains",
+            "2",
+            "--warmup",
+            "200",
+            "--draws",
+            "100",
+            "--seed",
+            "3",
+            "--output",
+            str(out),
+            "--quiet",
+        ]
+    )
+    assert code == 0
+    printed = capsys.readouterr().out
+    assert "theta[0]" in printed and "r_hat" in printed and "ESS bulk min" in printed
+    assert az.from_netcdf(str(out)).posterior["theta"].shape == (2, 100, 2)
+
+
+def test_cli_reports_compile_errors_without_a_traceback(tmp_path, capsys):
+    bad = tmp_path / "bad.stan"
+    bad.write_text("parameters {\n  real y\n}\n")
+    assert main(["compile", str(bad)]) == 2
+    err = capsys.readouterr().err
+    assert "error" in err and "line 3" in err and "Traceback" not in err
+
+
+def test_cli_reports_bad_data(tmp_path, capsys, mvn_program):
+    data = tmp_path / "data.json"
+    data.write_text(json.dumps({"D": 2}))
+    assert main(["nuts", "mvn_mean", "--data", str(data), "--quiet"]) == 2
+    assert "variable name=N" in capsys.readouterr().err
+
+
+def test_workflow_run_is_reproducible_and_writes_its_outputs(tmp_path, gp_program):
+    path = tmp_path / "tiny.toml"
+    path.write_text(QUICK_WORKFLOW)
+    first = run_workflow(path, output=tmp_path / "a", progress=False)
+    second = run_workflow(path, output=tmp_path / "b", progress=False)
+    for name in (
+        "workflow.toml",
+        "run.json",
+        "data/data.json",
+        "nuts/posterior.nc",
+        "nuts/metrics.json",
+        "nuts/summary.txt",
+    ):
+        assert (tmp_path / "a" / name).is_file(), name
+    metrics = json.loads((tmp_path / "a" / "nuts" / "metrics.json").read_text())
+    for key in ("ess_bulk_min", "ess_tail_min", "rhat_max", "wall_seconds", "gradient_evaluations"):
+        assert key in metrics
+    np.testing.assert_array_equal(first.results["nuts"]["fit"].draws(), second.results["nuts"]["fit"].draws())
+
+
+def test_quickstart_workflow_parses():
+    workflow = load_workflow("workflows/quickstart.toml")
+    assert [s["action"] for s in workflow.steps] == ["generate", "nuts"]
+
+
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("[workflow]\nname='x'\n", "no \\[\\[steps\\]\\]"),
+        ("[[steps]]\nname='a'\naction='fly'\n", "unknown action 'fly'"),
+        ("[[steps]]\nname='a'\naction='generate'\n[[steps]]\nname='a'\naction='generate'\n", "two steps"),
+        ("[[steps\n", "not valid TOML"),
+    ],
+)
+def test_bad_workflow_files_are_refused(tmp_path, text, message):
+    path = tmp_path / "w.toml"
+    path.write_text(text)
+    with pytest.raises(ValueError, match=message):
+        load_workflow(path)
+
+
+def test_step_referring_to_a_missing_step_is_named(tmp_path, gp_program):
+    path = tmp_path / "w.toml"
+    path.write_text("[[steps]]\nname='nuts'\naction='nuts'\nprogram='gp_ard'\ndata='nothing'\n")
+    with pytest.raises(FileNotFoundError, match="nothing"):
+        run_workflow(path, output=tmp_path / "out", progress=False)
