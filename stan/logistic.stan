@@ -3,7 +3,7 @@
 // y_n ~ Bernoulli(logit^-1(alpha + X_n w)), alpha ~ N(0, prior_scale^2),
 // w_k ~ N(0, prior_scale^2). The model of the autoencoder-HMC experiments
 // (Deep MCMC). `beta` in [0, 1] multiplies the log likelihood (power
-// tempering). Data generator: stanaccel.datasets.logistic.
+// tempering; beta = 0 skips it). Data generator: stanaccel.datasets.logistic.
 data {
   int<lower=0> N;
   int<lower=1> K;
@@ -19,5 +19,7 @@ parameters {
 model {
   alpha ~ normal(0, prior_scale);
   w ~ normal(0, prior_scale);
-  target += beta * bernoulli_logit_glm_lupmf(y | X, alpha, w);
+  if (beta > 0) {
+    target += beta * bernoulli_logit_glm_lupmf(y | X, alpha, w);
+  }
 }

@@ -33,8 +33,11 @@ class StanEvaluationError(StanError, RuntimeError):
     """Stan raised an exception while evaluating the model at a point."""
 
 
-class StanDomainError(StanEvaluationError):
+class StanDomainError(StanEvaluationError, ArithmeticError):
     """The log density is undefined at this point (Stan ``domain_error`` or ``reject``).
 
     Samplers treat this as a proposal with zero density: rejected and counted.
+    It is also an ``ArithmeticError``, the type stanaccel's kernels (which
+    know no Stan) read as "no density here", as they do NumPy's
+    ``FloatingPointError`` and ``ZeroDivisionError``.
     """

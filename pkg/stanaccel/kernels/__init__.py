@@ -1,0 +1,44 @@
+"""Markov kernels and their compositions (see DESIGN.md, "Densities and kernels").
+
+Kernels see log densities, never Stan: a test of a kernel needs no compile.
+"""
+
+from stanaccel.kernels.compose import Cycle
+from stanaccel.kernels.densities import FunctionDensity, safe_log_density, safe_log_density_gradient
+from stanaccel.kernels.driver import KernelRun, run_chains
+from stanaccel.kernels.hmc import HMC
+from stanaccel.kernels.ladder import (
+    Ladder,
+    geometric_betas,
+    nested_subsets,
+    power_ladder,
+    subsampled_ladder,
+)
+from stanaccel.kernels.metropolis import RandomWalkMetropolis, accept
+from stanaccel.kernels.parallel_tempering import ParallelTempering
+from stanaccel.kernels.pcn import PCN
+from stanaccel.kernels.state import Info, Kernel, State
+from stanaccel.kernels.tempered_transitions import TemperedTransitions
+
+__all__ = [
+    "HMC",
+    "PCN",
+    "Cycle",
+    "FunctionDensity",
+    "Info",
+    "Kernel",
+    "KernelRun",
+    "Ladder",
+    "ParallelTempering",
+    "RandomWalkMetropolis",
+    "State",
+    "TemperedTransitions",
+    "accept",
+    "geometric_betas",
+    "nested_subsets",
+    "power_ladder",
+    "run_chains",
+    "safe_log_density",
+    "safe_log_density_gradient",
+    "subsampled_ladder",
+]

@@ -1,0 +1,49 @@
+"""Kernel compositions: apply several kernels in turn (each leaves the target invariant)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from stanaccel.kernels.densities import kernel_densities
+from stanaccel.kernels.state import Info, State
+
+
+class Cycle:
+    """Apply ``kernels`` in order each step; exact if every kernel is.
+
+    The kernels must share one target and cache the same quantity in
+    ``State.log_density`` (the target's log density), so a state passes
+    from one to the next without re-evaluation.
+    """
+
+    def __init__(self, kernels: list):
+        if not kernels:
+            raise ValueError("a cycle needs at least one kernel")
+        self.kernels = list(kernels)
+        self.exact = all(k.exact for k in self.kernels)
+        self.densities = list({id(d): d for k in self.kernels for d in kernel_densities(k)}.values())
+
+    def init(self, position: np.ndarray) -> State:
+        return self.kernels[0].init(position)
+
+    def step(self, state: State, rng: np.random.Generator) -> tuple[State, Info]:
+        infos = []
+        for kernel in self.kernels:
+            state, info = kernel.step(state, rng)
+            infos.append(info)
+        last = infos[-1]
+        return state, Info(
+            accepted=any(i.accepted for i in infos),
+            acceptance_probability=last.acceptance_probability,
+            divergent=any(i.divergent for i in infos),
+            failed=any(i.failed for i in infos),
+            details={"parts": infos},
+        )
+
+    def summary(self, state: State) -> dict:
+        """The summaries of the kernels that have one, merged."""
+        out: dict = {}
+        for kernel in self.kernels:
+            if hasattr(kernel, "summary"):
+                out.update(kernel.summary(state))
+        return out

@@ -1,0 +1,179 @@
+"""Run a kernel for several chains and collect draws, statistics and cost.
+
+Chains run in parallel threads when each has a kernel of its own (pass a
+factory ``make_kernel(chain) -> kernel``), which pays off when the density
+releases the GIL (Stan does); a single shared kernel runs its chains in turn,
+so its densities' evaluation counters stay exact per chain. Each chain owns a
+``numpy.random.Generator`` spawned from one seed. Ctrl-C stops every chain and
+keeps the draws made so far.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from stanaccel.kernels.densities import evaluations, kernel_densities
+
+
+@dataclass
+class KernelRun:
+    """Draws and statistics of a kernel run, with (chain, draw) leading axes.
+
+    Attributes
+    ----------
+    positions : ndarray (chains, draws, dim)
+        Unconstrained draws.
+    accepted, acceptance_probability, divergent, failed : ndarray (chains, draws)
+    evaluations : ndarray (chains,)
+        Log-density and gradient evaluations of each chain (all its densities).
+    chain_seconds : ndarray (chains,)
+    wall_seconds : float
+    exact : bool
+        Whether the kernel leaves the target exactly invariant.
+    sampler : str
+    summaries : list
+        Each chain's kernel summary (tempering diagnostics), if the kernel has one.
+    interrupted : bool
+    """
+
+    positions: np.ndarray
+    accepted: np.ndarray
+    acceptance_probability: np.ndarray
+    divergent: np.ndarray
+    failed: np.ndarray
+    evaluations: np.ndarray
+    chain_seconds: np.ndarray
+    wall_seconds: float
+    exact: bool
+    sampler: str
+    summaries: list = field(default_factory=list)
+    interrupted: bool = False
+    constrained: dict[str, np.ndarray] | None = None
+
+    def inference_groups(self) -> dict[str, Any]:
+        """Groups for ``stanaccel.diagnostics.to_inference_data``."""
+        posterior = self.constrained if self.constrained is not None else {"theta_unc": self.positions}
+        return {
+            "posterior": posterior,
+            "sample_stats": {
+                "acceptance_rate": self.acceptance_probability,
+                "accepted": self.accepted,
+                "diverging": self.divergent,
+                "failed": self.failed,
+            },
+            "unconstrained_posterior": {"theta_unc": self.positions},
+            "attrs": {
+                "sampler": self.sampler,
+                "exact": self.exact,
+                "wall_seconds": self.wall_seconds,
+                "evaluations": int(self.evaluations.sum()),
+                "interrupted": self.interrupted,
+            },
+        }
+
+
+def run_chains(
+    kernel_or_factory,
+    initial_positions: np.ndarray,
+    n_draws: int,
+    *,
+    seed: int = 0,
+    thin: int = 1,
+    constrain: Callable[[np.ndarray], dict[str, np.ndarray]] | None = None,
+    name: str | None = None,
+) -> KernelRun:
+    """Run chains from ``initial_positions`` (chains, dim) for ``n_draws`` kept draws each.
+
+    Parameters
+    ----------
+    kernel_or_factory : kernel, or callable chain -> kernel
+        A factory gives each chain its own kernel and runs them in parallel threads.
+    seed : int
+        Seeds chain c with ``SeedSequence(seed).spawn(chains)[c]``.
+    thin : int
+        Keep every ``thin``-th state.
+    constrain : callable, optional
+        Maps unconstrained draws (..., dim) to named constrained arrays,
+        for example ``lambda x: model.unflatten(np.apply_along_axis(model.param_constrain, -1, x))``.
+    """
+    starts = np.atleast_2d(np.asarray(initial_positions, dtype=float))
+    n_chains = starts.shape[0]
+    factory = (
+        kernel_or_factory if callable(kernel_or_factory) and not hasattr(kernel_or_factory, "step") else None
+    )
+    kernels = [factory(c) for c in range(n_chains)] if factory else [kernel_or_factory] * n_chains
+    rngs = [np.random.default_rng(s) for s in np.random.SeedSequence(seed).spawn(n_chains)]
+    dim = starts.shape[1]
+    positions = np.full((n_chains, n_draws, dim), np.nan)
+    stats = {
+        k: np.zeros((n_chains, n_draws), dtype=float if k == "p" else bool)
+        for k in ("acc", "p", "div", "fail")
+    }
+    done = np.zeros(n_chains, dtype=int)
+    cost = np.zeros(n_chains, dtype=int)
+    seconds = np.zeros(n_chains)
+    summaries: list = [None] * n_chains
+    stop = threading.Event()
+
+    def run(c: int) -> None:
+        kernel, rng = kernels[c], rngs[c]
+        densities = kernel_densities(kernel)
+        before = sum(evaluations(d) for d in densities)
+        start = time.perf_counter()
+        state = kernel.init(starts[c])
+        for d in range(n_draws):
+            for _ in range(thin):
+                state, info = kernel.step(state, rng)
+            positions[c, d] = state.position
+            stats["acc"][c, d], stats["p"][c, d] = info.accepted, info.acceptance_probability
+            stats["div"][c, d], stats["fail"][c, d] = info.divergent, info.failed
+            done[c] = d + 1
+            if stop.is_set():
+                break
+        seconds[c] = time.perf_counter() - start
+        cost[c] = sum(evaluations(d) for d in densities) - before
+        summaries[c] = kernel.summary(state) if hasattr(kernel, "summary") else None
+
+    start = time.perf_counter()
+    interrupted = False
+    try:
+        if factory and n_chains > 1:
+            threads = [threading.Thread(target=run, args=(c,), daemon=True) for c in range(n_chains)]
+            for t in threads:
+                t.start()
+            while any(t.is_alive() for t in threads):
+                time.sleep(0.02)
+        else:
+            for c in range(n_chains):
+                run(c)
+    except KeyboardInterrupt:
+        interrupted = True
+        stop.set()
+        if factory and n_chains > 1:
+            for t in threads:
+                t.join()
+    wall = time.perf_counter() - start
+    kept = int(done.min()) if interrupted else n_draws
+    positions = positions[:, :kept]
+    kernel0 = kernels[0]
+    return KernelRun(
+        positions=positions,
+        accepted=stats["acc"][:, :kept],
+        acceptance_probability=stats["p"][:, :kept],
+        divergent=stats["div"][:, :kept],
+        failed=stats["fail"][:, :kept],
+        evaluations=cost,
+        chain_seconds=seconds,
+        wall_seconds=wall,
+        exact=bool(getattr(kernel0, "exact", False)),
+        sampler=name or type(kernel0).__name__,
+        summaries=summaries,
+        interrupted=interrupted,
+        constrained=constrain(positions) if constrain is not None else None,
+    )

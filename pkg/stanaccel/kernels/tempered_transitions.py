@@ -1,0 +1,88 @@
+"""Tempered transitions (TT; Neal 1996) and, over a subsampled ladder, subsampled TT (STT).
+
+From x = x^_0, up-moves x^_i = T_i(x^_{i-1}) for i = 1..M climb to the
+hottest level; then x~_M = x^_M and down-moves x~_{i-1} = T_i(x~_i) for
+i = M..1 descend. The end point x~_0 is accepted with probability
+
+    min(1, prod_{i=0}^{M-1} h_{i+1}(x^_i) / h_i(x^_i)
+           prod_{i=0}^{M-1} h_i(x~_i) / h_{i+1}(x~_i)),
+
+so every level below the top contributes one ratio at its up-point and one
+at its down-point (the paper's "two values at each temperature, one at the
+top"). Written out from the reversibility of each T_i, the down-ratio of
+level i is taken at the point the level-(i+1) move produced; the n = 1 case
+is plain Metropolis-Hastings with the p_1-reversible proposal T_1 T_1.
+
+Exactness needs T_i reversible with respect to h_i (the up- and down-moves
+are then each other's reverse): random-walk Metropolis and HMC are. Each
+level above the target applies its inner kernel twice per proposal (once
+up, once down), 2M inner transitions in all. A TT proposal does not move
+within a mode, so workflows cycle it with an inner step at the target
+(``Cycle``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+
+from stanaccel.kernels.densities import evaluations
+from stanaccel.kernels.ladder import Ladder
+from stanaccel.kernels.metropolis import accept
+from stanaccel.kernels.state import Info, State
+
+
+class TemperedTransitions:
+    """TT over a ladder; exact when every inner kernel is reversible for its level.
+
+    Parameters
+    ----------
+    ladder : Ladder
+    make_kernel : callable (density, level) -> kernel
+        The inner kernel of each level (level 0's is not used by the proposal).
+    """
+
+    def __init__(self, ladder: Ladder, make_kernel: Callable):
+        self.ladder = ladder
+        self.kernels = [make_kernel(density, m) for m, density in enumerate(ladder.levels)]
+        self.exact = all(k.exact for k in self.kernels[1:])
+        self.densities = ladder.densities
+        self.proposals = 0
+        self.accepts = 0
+
+    def init(self, position: np.ndarray) -> State:
+        position = np.array(position, dtype=float)
+        return State(position, self.ladder.log_density(0, position))
+
+    def log_acceptance(self, state: State, rng: np.random.Generator) -> tuple[float, State]:
+        """Run one up-and-down pass; return (log acceptance ratio, proposed state at level 0)."""
+        ladder, top = self.ladder, len(self.kernels) - 1
+        current, log_ratio = state, 0.0
+        for i in range(1, top + 1):  # up: x^_i = T_i(x^_{i-1})
+            at_next = ladder.log_density(i, current.position)
+            log_ratio += at_next - current.log_density
+            current, _ = self.kernels[i].step(State(current.position, at_next), rng)
+        for i in range(top, 0, -1):  # down: x~_{i-1} = T_i(x~_i)
+            current, _ = self.kernels[i].step(current, rng)
+            at_lower = ladder.log_density(i - 1, current.position)
+            log_ratio += at_lower - current.log_density
+            current = State(current.position, at_lower)
+        return log_ratio, current
+
+    def step(self, state: State, rng: np.random.Generator) -> tuple[State, Info]:
+        log_ratio, proposal = self.log_acceptance(state, rng)
+        accepted, probability = accept(log_ratio, rng)
+        self.proposals += 1
+        self.accepts += accepted
+        if accepted:
+            return proposal, Info(True, probability)
+        return state, Info(False, probability, failed=not np.isfinite(log_ratio))
+
+    def summary(self, state: State | None = None) -> dict:
+        """Acceptance of TT proposals and cost per density."""
+        return {
+            "tt_acceptance": self.accepts / max(self.proposals, 1),
+            "betas": self.ladder.betas.tolist(),
+            "evaluations_per_density": [evaluations(d) for d in self.ladder.densities],
+        }

@@ -1,0 +1,181 @@
+"""Every exact kernel recovers the exact mvn_mean posterior within MCSE bounds.
+
+Each test judges 2 x dim z-scores (posterior mean and sd per coordinate, in
+units of their Monte Carlo standard error) against a Bonferroni threshold for
+a family-wise false-alarm rate of 1e-3 (3.66 for four scores).
+"""
+
+import numpy as np
+import pytest
+from scipy.stats import norm
+
+from stanaccel.diagnostics import convergence_metrics, mcse_z_scores, to_inference_data
+from stanaccel.kernels import (
+    HMC,
+    PCN,
+    Cycle,
+    ParallelTempering,
+    RandomWalkMetropolis,
+    TemperedTransitions,
+    power_ladder,
+    run_chains,
+    subsampled_ladder,
+)
+from stanaccel.kernels.metropolis import accept
+from tests.kernels.models import (
+    MIXTURE_WEIGHT_RIGHT,
+    broad_prior_density,
+    mixture_density,
+    mvn_density,
+    mvn_problem,
+)
+
+DATA, MEAN, SD = mvn_problem()
+DIM = len(MEAN)
+
+
+def z_limit(n_scores: int, family_alpha: float = 1e-3) -> float:
+    """Two-sided Bonferroni threshold for n z-scores."""
+    return float(norm.ppf(1 - family_alpha / (2 * n_scores)))
+
+
+def hmc_for(density, level, betas):
+    return HMC(density, step_size=0.12 / np.sqrt(len(DATA["x"]) * betas[level] + 1), n_steps=8)
+
+
+def mh_for(density, level, betas):
+    return RandomWalkMetropolis(density, scale=0.6 / np.sqrt(len(DATA["x"]) * betas[level] + 1))
+
+
+def power():
+    return power_ladder(mvn_density(DATA), mvn_density(DATA, beta=0.0), betas=[1, 0.5, 0.25, 0.125])
+
+
+def subsampled():
+    return subsampled_ladder(
+        lambda idx: mvn_density(DATA, indices=idx), len(DATA["x"]), betas=[1, 0.5, 0.25, 0.125], seed=1
+    )
+
+
+def kernels():
+    posterior = mvn_density(DATA)
+    mh_ladder = power()
+    hmc_ladder = power()
+    sub_ladder = subsampled()
+    stt_ladder = subsampled()
+    tt_ladder = power()
+    prior_cov = np.asarray(DATA["Sigma0"])
+    likelihood = mvn_density({**DATA, "Sigma0": np.eye(DIM) * 1e12})  # the likelihood alone (flat prior)
+    return {
+        "MH": RandomWalkMetropolis(posterior, scale=0.25),
+        "HMC": HMC(posterior, step_size=0.1, n_steps=10, step_size_jitter=0.2, n_steps_jitter=0.3),
+        "HMC dense": HMC(posterior, step_size=0.3, n_steps=5, inv_metric=np.diag(SD**2)),
+        "pCN": PCN(likelihood, DATA["mu0"], prior_cov, step=0.05),
+        "PT (MH)": ParallelTempering(mh_ladder, lambda d, m: mh_for(d, m, mh_ladder.betas)),
+        "PT (HMC)": ParallelTempering(
+            hmc_ladder, lambda d, m: hmc_for(d, m, hmc_ladder.betas), swap="random"
+        ),
+        "SPT (HMC)": ParallelTempering(sub_ladder, lambda d, m: hmc_for(d, m, sub_ladder.betas)),
+        "TT (HMC)": Cycle(
+            [
+                hmc_for(tt_ladder.levels[0], 0, tt_ladder.betas),
+                TemperedTransitions(tt_ladder, lambda d, m: hmc_for(d, m, tt_ladder.betas)),
+            ]
+        ),  # fmt: skip
+        "STT (MH)": Cycle(
+            [
+                mh_for(stt_ladder.levels[0], 0, stt_ladder.betas),
+                TemperedTransitions(stt_ladder, lambda d, m: mh_for(d, m, stt_ladder.betas)),
+            ]
+        ),  # fmt: skip
+    }
+
+
+@pytest.mark.parametrize("name", list(kernels()))
+def test_exact_kernel_recovers_the_posterior(name):
+    kernel = kernels()[name]
+    assert kernel.exact
+    starts = MEAN + SD * np.random.default_rng(0).normal(size=(4, DIM)) * 3
+    run = run_chains(kernel, starts, 1500, seed=42)
+    idata = to_inference_data({"posterior": {"theta": run.positions[:, 300:]}})
+    z_mean, z_sd = mcse_z_scores(idata, "theta", MEAN, SD)
+    limit = z_limit(2 * DIM)
+    assert np.all(np.abs(z_mean) < limit), (name, z_mean)
+    assert np.all(np.abs(z_sd) < limit), (name, z_sd)
+    assert run.evaluations.sum() > 0
+
+
+def test_accept_helper():
+    rng = np.random.default_rng(0)
+    assert accept(0.0, rng) == (True, 1.0)
+    assert accept(-np.inf, rng) == (False, 0.0)
+    assert accept(np.nan, rng) == (False, 0.0)
+    outcomes = [accept(np.log(0.3), rng)[0] for _ in range(20000)]
+    assert np.mean(outcomes) == pytest.approx(0.3, abs=0.015)
+
+
+def test_undefined_density_is_a_rejection_not_a_crash():
+    def log_density(x):
+        if x[0] > 1:
+            raise FloatingPointError("outside the support")
+        return -0.5 * x @ x
+
+    from stanaccel.kernels import FunctionDensity
+
+    density = FunctionDensity(1, log_density, lambda x: -x)
+    run = run_chains(RandomWalkMetropolis(density, scale=1.0), np.zeros((1, 1)), 500, seed=1)
+    assert run.failed.any()
+    assert np.all(run.positions <= 1)
+
+
+def test_chains_in_threads_match_chains_in_turn():
+    factory = lambda c: HMC(mvn_density(DATA), step_size=0.1, n_steps=5)  # noqa: E731
+    parallel = run_chains(factory, np.zeros((3, DIM)), 200, seed=7)
+    sequential = run_chains(HMC(mvn_density(DATA), step_size=0.1, n_steps=5), np.zeros((3, DIM)), 200, seed=7)
+    np.testing.assert_array_equal(parallel.positions, sequential.positions)
+    np.testing.assert_array_equal(parallel.evaluations, sequential.evaluations)
+    assert np.all(parallel.evaluations == 5 * 200 + 1)
+
+
+# ---- mixtures: tempering finds both modes, the untempered kernel does not ----
+
+
+def mixture_power_ladder():
+    return power_ladder(mixture_density(), broad_prior_density(), betas=1 / 2 ** np.arange(0, 8, 1.0))
+
+
+def mixture_run(kernel):
+    """(z-score of the right-mode weight, R-hat, estimate, run) from chains started in both modes."""
+    starts = np.array([[-3.0], [3.0], [-3.0], [3.0]])
+    run = run_chains(kernel, starts, 3000, seed=11)
+    right = (run.positions[:, 500:, 0] > 0).astype(float)
+    idata = to_inference_data({"posterior": {"right": right}})
+    z, _ = mcse_z_scores(idata, "right", MIXTURE_WEIGHT_RIGHT, np.sqrt(0.21))
+    return float(z), convergence_metrics(idata)["rhat_max"], float(right.mean()), run
+
+
+def mh_mixture(density, level, betas):
+    return RandomWalkMetropolis(density, scale=0.5 / np.sqrt(betas[level]))
+
+
+def test_untempered_kernel_stays_in_its_mode():
+    _, rhat, estimate, run = mixture_run(RandomWalkMetropolis(mixture_density(), scale=0.5))
+    assert np.all(np.sign(run.positions[:, :, 0]) == np.sign(run.positions[:, :1, 0]))  # no chain crossed
+    assert abs(estimate - MIXTURE_WEIGHT_RIGHT) > 0.15  # two chains per mode: 0.5, not 0.7
+    assert not rhat < 1.1  # NaN or large: the chains disagree
+
+
+def test_parallel_tempering_recovers_mixture_weights():
+    ladder = mixture_power_ladder()
+    z, rhat, _, run = mixture_run(ParallelTempering(ladder, lambda d, m: mh_mixture(d, m, ladder.betas)))
+    assert abs(z) < z_limit(1) and rhat < 1.05
+    assert all(s["round_trips"] > 5 for s in run.summaries)
+    assert all(min(s["swap_acceptance"]) > 0.2 for s in run.summaries)
+
+
+def test_tempered_transitions_recover_mixture_weights():
+    ladder = mixture_power_ladder()
+    tt = TemperedTransitions(ladder, lambda d, m: mh_mixture(d, m, ladder.betas))
+    z, rhat, _, run = mixture_run(Cycle([mh_mixture(ladder.levels[0], 0, ladder.betas), tt]))
+    assert abs(z) < z_limit(1) and rhat < 1.05
+    assert run.summaries[-1]["tt_acceptance"] > 0.05
