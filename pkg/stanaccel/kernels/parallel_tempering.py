@@ -69,6 +69,10 @@ class ParallelTempering:
             return [int(rng.integers(n_pairs))]
         return list(range(iteration % 2, n_pairs, 2))
 
+    def swap_accepted(self, log_ratio: float, rng: np.random.Generator) -> bool:
+        """The Metropolis test of a swap: h_n(x_m) h_m(x_n) / (h_n(x_n) h_m(x_m))."""
+        return accept(log_ratio, rng)[0]
+
     def step(self, state: State, rng: np.random.Generator) -> tuple[State, Info]:
         extra = dict(state.extra)
         replicas = list(extra["replicas"])
@@ -85,8 +89,7 @@ class ParallelTempering:
             low, high = replicas[m], replicas[m + 1]
             low_at_high = self.ladder.log_density(m + 1, low.position)
             high_at_low = self.ladder.log_density(m, high.position)
-            log_ratio = high_at_low + low_at_high - low.log_density - high.log_density
-            accepted, _ = accept(log_ratio, rng)
+            accepted = self.swap_accepted(high_at_low + low_at_high - low.log_density - high.log_density, rng)
             extra["swap_attempts"][m] += 1
             if accepted:
                 extra["swap_accepts"][m] += 1

@@ -1,0 +1,134 @@
+"""Geweke-style invariance tests: one step from exact draws must keep the target.
+
+For each kernel, draw many points exactly from the mvn_mean posterior (and,
+for tempering kernels, every level from its own exact tempered or subsampled
+posterior), apply one step to each, and compare each coordinate of the
+results with the exact marginal (Kolmogorov-Smirnov, Bonferroni over
+coordinates). Deliberately broken kernels must fail the same test: a test
+that cannot fail proves nothing (after Pigeons.jl's invariance tests).
+"""
+
+import numpy as np
+import pytest
+from scipy.stats import kstest
+
+from stanaccel.kernels import (
+    HMC,
+    PCN,
+    ParallelTempering,
+    RandomWalkMetropolis,
+    State,
+    TemperedTransitions,
+    power_ladder,
+    subsampled_ladder,
+)
+from stanaccel.kernels.metropolis import accept
+from stanaccel.kernels.state import Info
+from tests.kernels.models import exact_level_draws, mvn_density, mvn_problem
+
+DATA, MEAN, SD = mvn_problem(N=30, D=2, seed=5)
+BETAS = [1.0, 0.3, 0.1]
+N_DRAWS = 3000
+ALPHA = 1e-3
+
+
+def inner(density, level, ladder):
+    scale = 0.7 / np.sqrt(len(DATA["x"]) * ladder.betas[level] + 1)
+    return (
+        HMC(density, step_size=scale, n_steps=4) if level % 2 else RandomWalkMetropolis(density, scale=scale)
+    )
+
+
+def power():
+    return power_ladder(mvn_density(DATA), mvn_density(DATA, beta=0.0), betas=BETAS)
+
+
+def subsampled():
+    return subsampled_ladder(lambda idx: mvn_density(DATA, indices=idx), len(DATA["x"]), betas=BETAS, seed=2)
+
+
+class TTWithoutFirstFactor(TemperedTransitions):
+    """Broken on purpose: the up-ratio h_1(x^_0) / h_0(x^_0) is left out."""
+
+    def log_acceptance(self, state, rng):
+        log_ratio, proposal = super().log_acceptance(state, rng)
+        first = self.ladder.log_density(1, state.position) - state.log_density
+        return log_ratio - first, proposal
+
+
+class PTWithFlippedSwapRatio(ParallelTempering):
+    """Broken on purpose: the swap ratio's sign is flipped."""
+
+    def swap_accepted(self, log_ratio, rng):
+        return super().swap_accepted(-log_ratio, rng)
+
+
+class DriftingMetropolis(RandomWalkMetropolis):
+    """Broken on purpose: an asymmetric proposal with no Hastings correction."""
+
+    def step(self, state, rng):
+        proposal = state.position + SD + self.scale * rng.standard_normal(state.position.shape[0])
+        lp = self.density.log_density(proposal)
+        accepted, probability = accept(lp - state.log_density, rng)
+        return (
+            (State(proposal, lp), Info(True, probability)) if accepted else (state, Info(False, probability))
+        )
+
+
+def one_step_p_values(kernel, ladder=None) -> np.ndarray:
+    """KS p-value per coordinate of one kernel step applied to exact draws."""
+    rng = np.random.default_rng(2026)
+    starts = exact_level_draws(DATA, 1.0, N_DRAWS, rng)
+    if ladder is not None and isinstance(kernel, ParallelTempering):
+        subsets = getattr(ladder, "subsets", [None] * len(ladder))
+        beta_of = [1.0] * len(ladder) if ladder.kind == "subsampled" else ladder.betas
+        hot = [exact_level_draws(DATA, beta_of[m], N_DRAWS, rng, subsets[m]) for m in range(len(ladder))]
+    out = np.empty_like(starts)
+    for k, x in enumerate(starts):
+        state = kernel.init(x)
+        if ladder is not None and isinstance(kernel, ParallelTempering):
+            replicas = [State(hot[m][k], ladder.log_density(m, hot[m][k])) for m in range(len(ladder))]
+            replicas[0] = kernel.kernels[0].init(x)
+            state.extra["replicas"] = replicas
+            state.extra["iteration"] = k  # alternate even and odd swap pairs across draws
+        state, _ = kernel.step(state, rng)
+        out[k] = state.position
+    return np.array([kstest(out[:, i], "norm", args=(MEAN[i], SD[i])).pvalue for i in range(len(MEAN))])
+
+
+def correct_kernels():
+    posterior = mvn_density(DATA)
+    likelihood = mvn_density({**DATA, "Sigma0": np.eye(2) * 1e12})
+    pl, sl, tl, stl = power(), subsampled(), power(), subsampled()
+    return {
+        "MH": (RandomWalkMetropolis(posterior, scale=0.3), None),
+        "HMC": (HMC(posterior, step_size=0.15, n_steps=6, step_size_jitter=0.3), None),
+        "pCN": (PCN(likelihood, DATA["mu0"], DATA["Sigma0"], rho=0.9), None),
+        "PT": (ParallelTempering(pl, lambda d, m: inner(d, m, pl)), pl),
+        "SPT": (ParallelTempering(sl, lambda d, m: inner(d, m, sl)), sl),
+        "TT": (TemperedTransitions(tl, lambda d, m: inner(d, m, tl)), tl),
+        "STT": (TemperedTransitions(stl, lambda d, m: inner(d, m, stl)), stl),
+    }
+
+
+@pytest.mark.parametrize("name", list(correct_kernels()))
+def test_correct_kernel_keeps_the_target(name):
+    kernel, ladder = correct_kernels()[name]
+    p_values = one_step_p_values(kernel, ladder)
+    assert np.all(p_values > ALPHA / len(p_values)), (name, p_values)
+
+
+def broken_kernels():
+    tl, pl = power(), power()
+    return {
+        "TT without a factor": (TTWithoutFirstFactor(tl, lambda d, m: inner(d, m, tl)), tl),
+        "PT with a flipped swap ratio": (PTWithFlippedSwapRatio(pl, lambda d, m: inner(d, m, pl)), pl),
+        "drifting Metropolis": (DriftingMetropolis(mvn_density(DATA), scale=0.3), None),
+    }
+
+
+@pytest.mark.parametrize("name", list(broken_kernels()))
+def test_broken_kernel_is_caught(name):
+    kernel, ladder = broken_kernels()[name]
+    p_values = one_step_p_values(kernel, ladder)
+    assert np.any(p_values < ALPHA / len(p_values)), (name, p_values)
