@@ -69,3 +69,37 @@ def mixture_density() -> FunctionDensity:
 
 def broad_prior_density(scale: float = 5.0) -> FunctionDensity:
     return FunctionDensity(1, lambda x: -0.5 * (x[0] / scale) ** 2, lambda x: -x / scale**2)
+
+
+# A posterior with two well-separated modes from data: y_n ~ N(theta^2, 1),
+# theta ~ N(0.5, 1.5^2), true theta^2 = 4. The prior tips the weights toward +2.
+SQUARE_PRIOR_MEAN, SQUARE_PRIOR_SD, SQUARE_NOISE_SD = 0.5, 1.5, 1.0
+
+
+def square_data(n: int = 10, seed: int = 0) -> np.ndarray:
+    return 4.0 + SQUARE_NOISE_SD * np.random.default_rng(seed).standard_normal(n)
+
+
+def square_density(y: np.ndarray) -> FunctionDensity:
+    """Posterior of theta given observations y (any subset; none gives the prior)."""
+
+    def log_density(x):
+        t = x[0]
+        prior = -0.5 * ((t - SQUARE_PRIOR_MEAN) / SQUARE_PRIOR_SD) ** 2
+        return prior - 0.5 * np.sum((y - t**2) ** 2) / SQUARE_NOISE_SD**2
+
+    def gradient(x):
+        t = x[0]
+        prior = -(t - SQUARE_PRIOR_MEAN) / SQUARE_PRIOR_SD**2
+        return np.array([prior + np.sum((y - t**2) * 2 * t) / SQUARE_NOISE_SD**2])
+
+    return FunctionDensity(1, log_density, gradient)
+
+
+def square_right_weight(y: np.ndarray) -> float:
+    """Posterior probability of theta > 0, by quadrature."""
+    grid = np.linspace(-4, 4, 400001)
+    log_p = np.array([square_density(y).log_density(np.array([t])) for t in grid[::50]])
+    fine = np.interp(grid, grid[::50], log_p)
+    w = np.exp(fine - fine.max())
+    return float(w[grid > 0].sum() / w.sum())
