@@ -86,3 +86,21 @@ def mcse_z_scores(
     mcse_mean = az.mcse(idata, var_names=[var_name], method="mean")[var_name].values
     mcse_sd = az.mcse(idata, var_names=[var_name], method="sd")[var_name].values
     return (mean - true_mean) / mcse_mean, (sd - true_sd) / mcse_sd
+
+
+def rhat_trace(draws: np.ndarray, points: int = 12) -> list[tuple[int, float]]:
+    """Median R-hat over coordinates against the number of draws.
+
+    ``draws`` is (chains, draws, dim). For each prefix length k (on a grid up
+    to all draws) the first half of the prefix is discarded as burn-in, as in
+    the tempering-by-subsampling paper, and the rank-normalised R-hat of the
+    rest is taken per coordinate.
+    """
+    n = draws.shape[1]
+    lengths = sorted({int(k) for k in np.geomspace(min(20, n), n, points) if k >= 8})
+    out = []
+    for k in lengths:
+        part = draws[:, k // 2 : k]
+        values = [float(az.rhat(part[:, :, i])) for i in range(draws.shape[2])]
+        out.append((k, float(np.median(values))))
+    return out

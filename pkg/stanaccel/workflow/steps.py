@@ -7,6 +7,8 @@
   ``.stan`` path; ``data``: an earlier step's name or a Stan JSON file;
   ``chains``, ``warmup``, ``draws``, ``metric``, and any other NUTS setting);
   writes ``posterior.nc`` (InferenceData), ``metrics.json`` and ``summary.txt``.
+- ``tempering_study``: samplers side by side with Stan NUTS over data sizes
+  (see :mod:`stanaccel.workflow.tempering_study`).
 """
 
 from __future__ import annotations
@@ -95,7 +97,17 @@ def nuts_step(step: dict[str, Any], context: RunContext, seed: int) -> dict[str,
     return {"model": model, "fit": fit, "idata": idata, "metrics": metrics}
 
 
-ACTIONS: dict[str, Action] = {"generate": generate_step, "nuts": nuts_step}
+def _tempering_study(step: dict[str, Any], context: RunContext, seed: int) -> dict[str, Any]:
+    from stanaccel.workflow.tempering_study import tempering_study_step
+
+    return tempering_study_step(step, context, seed)
+
+
+ACTIONS: dict[str, Action] = {
+    "generate": generate_step,
+    "nuts": nuts_step,
+    "tempering_study": _tempering_study,
+}
 
 
 def _program_file(program: str, context: RunContext) -> Path:
