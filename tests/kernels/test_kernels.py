@@ -22,6 +22,7 @@ from stanaccel.kernels import (
     subsampled_ladder,
 )
 from stanaccel.kernels.metropolis import accept
+from stanaccel.kernels.parallel_tempering import all_levels
 from tests.kernels.models import (
     MIXTURE_WEIGHT_RIGHT,
     broad_prior_density,
@@ -174,6 +175,14 @@ def test_parallel_tempering_recovers_mixture_weights():
     assert abs(z) < z_limit(1) and rhat < 1.05
     assert all(s["round_trips"] > 5 for s in run.summaries)
     assert all(min(s["swap_acceptance"]) > 0.2 for s in run.summaries)
+
+
+def test_hotter_levels_on_request():
+    ladder = mixture_power_ladder()
+    kernel = ParallelTempering(ladder, lambda d, m: mh_mixture(d, m, ladder.betas))
+    run = run_chains(kernel, np.zeros((2, 1)), 50, seed=1, record=all_levels)
+    assert run.recorded.shape == (2, 50, len(ladder), 1)
+    np.testing.assert_array_equal(run.recorded[:, :, 0], run.positions)
 
 
 def test_tempered_transitions_recover_mixture_weights():

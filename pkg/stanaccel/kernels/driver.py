@@ -55,6 +55,7 @@ class KernelRun:
     summaries: list = field(default_factory=list)
     interrupted: bool = False
     constrained: dict[str, np.ndarray] | None = None
+    recorded: np.ndarray | None = None
 
     def inference_groups(self) -> dict[str, Any]:
         """Groups for ``stanaccel.diagnostics.to_inference_data``."""
@@ -86,6 +87,7 @@ def run_chains(
     seed: int = 0,
     thin: int = 1,
     constrain: Callable[[np.ndarray], dict[str, np.ndarray]] | None = None,
+    record: Callable | None = None,
     name: str | None = None,
 ) -> KernelRun:
     """Run chains from ``initial_positions`` (chains, dim) for ``n_draws`` kept draws each.
@@ -101,6 +103,9 @@ def run_chains(
     constrain : callable, optional
         Maps unconstrained draws (..., dim) to named constrained arrays,
         for example ``lambda x: model.unflatten(np.apply_along_axis(model.param_constrain, -1, x))``.
+    record : callable State -> ndarray, optional
+        Something more to keep per draw, in ``KernelRun.recorded`` (chains, draws, ...):
+        for example every tempering level, ``stanaccel.kernels.parallel_tempering.all_levels``.
     """
     starts = np.atleast_2d(np.asarray(initial_positions, dtype=float))
     n_chains = starts.shape[0]
@@ -119,6 +124,7 @@ def run_chains(
     cost = np.zeros(n_chains, dtype=int)
     seconds = np.zeros(n_chains)
     summaries: list = [None] * n_chains
+    recorded: list = [[] for _ in range(n_chains)]
     stop = threading.Event()
 
     def run(c: int) -> None:
@@ -131,6 +137,8 @@ def run_chains(
             for _ in range(thin):
                 state, info = kernel.step(state, rng)
             positions[c, d] = state.position
+            if record is not None:
+                recorded[c].append(record(state))
             stats["acc"][c, d], stats["p"][c, d] = info.accepted, info.acceptance_probability
             stats["div"][c, d], stats["fail"][c, d] = info.divergent, info.failed
             done[c] = d + 1
@@ -176,4 +184,5 @@ def run_chains(
         summaries=summaries,
         interrupted=interrupted,
         constrained=constrain(positions) if constrain is not None else None,
+        recorded=np.array([r[:kept] for r in recorded]) if record is not None else None,
     )

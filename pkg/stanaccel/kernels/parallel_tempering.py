@@ -131,3 +131,9 @@ class ParallelTempering:
             "evaluations_per_density": [evaluations(d) for d in self.ladder.densities],
             "replicas": [r.position for r in extra["replicas"]],
         }
+
+
+def all_levels(state: State) -> np.ndarray:
+    """Every level's point, (levels, dim): pass as ``run_chains(..., record=all_levels)``
+    to keep the hotter chains too (by default only level 0 is kept)."""
+    return np.stack([replica.position for replica in state.extra["replicas"]])
