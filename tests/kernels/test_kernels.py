@@ -132,6 +132,37 @@ def test_undefined_density_is_a_rejection_not_a_crash():
     assert np.all(run.positions <= 1)
 
 
+def test_a_defect_in_the_density_stops_the_run_with_its_error():
+    def log_density(x):
+        if x[0] > 0.5:
+            raise KeyError("a bug, not an undefined density")
+        return -0.5 * x @ x
+
+    from stanaccel.kernels import FunctionDensity
+
+    def factory(chain):
+        return RandomWalkMetropolis(FunctionDensity(1, log_density), scale=1.0)
+
+    with pytest.raises(KeyError, match="a bug"):
+        run_chains(factory, np.zeros((2, 1)), 2000, seed=1)
+    with pytest.raises(KeyError, match="a bug"):
+        run_chains(factory(0), np.zeros((2, 1)), 2000, seed=1)
+
+
+def test_interrupted_run_keeps_its_draws():
+    import _thread
+    import threading
+
+    timer = threading.Timer(0.5, _thread.interrupt_main)
+    timer.start()
+    run = run_chains(
+        lambda c: RandomWalkMetropolis(mvn_density(DATA), 0.2), np.zeros((2, DIM)), 10**8, seed=1
+    )
+    timer.cancel()
+    assert run.interrupted and 0 < run.positions.shape[1] < 10**8
+    assert np.all(np.isfinite(run.positions))
+
+
 def test_chains_in_threads_match_chains_in_turn():
     factory = lambda c: HMC(mvn_density(DATA), step_size=0.1, n_steps=5)  # noqa: E731
     parallel = run_chains(factory, np.zeros((3, DIM)), 200, seed=7)

@@ -125,7 +125,15 @@ def run_chains(
     seconds = np.zeros(n_chains)
     summaries: list = [None] * n_chains
     recorded: list = [[] for _ in range(n_chains)]
+    errors: list = [None] * n_chains
     stop = threading.Event()
+
+    def run_guarded(c: int) -> None:
+        try:
+            run(c)
+        except Exception as exc:  # re-raised in the calling thread below
+            errors[c] = exc
+            stop.set()
 
     def run(c: int) -> None:
         kernel, rng = kernels[c], rngs[c]
@@ -152,7 +160,7 @@ def run_chains(
     interrupted = False
     try:
         if factory and n_chains > 1:
-            threads = [threading.Thread(target=run, args=(c,), daemon=True) for c in range(n_chains)]
+            threads = [threading.Thread(target=run_guarded, args=(c,), daemon=True) for c in range(n_chains)]
             for t in threads:
                 t.start()
             while any(t.is_alive() for t in threads):
@@ -167,8 +175,14 @@ def run_chains(
             for t in threads:
                 t.join()
     wall = time.perf_counter() - start
-    kept = int(done.min()) if interrupted else n_draws
-    positions = positions[:, :kept]
+    failed = [e for e in errors if e is not None]
+    if failed:
+        raise failed[0]
+    ran = done > 0 if interrupted else np.ones(n_chains, dtype=bool)
+    kept = int(done[ran].min()) if interrupted and ran.any() else (0 if interrupted else n_draws)
+    positions = positions[ran, :kept]
+    stats = {k: v[ran] for k, v in stats.items()}
+    recorded = [r for r, keep in zip(recorded, ran, strict=True) if keep]
     kernel0 = kernels[0]
     return KernelRun(
         positions=positions,
@@ -176,12 +190,12 @@ def run_chains(
         acceptance_probability=stats["p"][:, :kept],
         divergent=stats["div"][:, :kept],
         failed=stats["fail"][:, :kept],
-        evaluations=cost,
-        chain_seconds=seconds,
+        evaluations=cost[ran],
+        chain_seconds=seconds[ran],
         wall_seconds=wall,
         exact=bool(getattr(kernel0, "exact", False)),
         sampler=name or type(kernel0).__name__,
-        summaries=summaries,
+        summaries=[summary for summary, keep in zip(summaries, ran, strict=True) if keep],
         interrupted=interrupted,
         constrained=constrain(positions) if constrain is not None else None,
         recorded=np.array([r[:kept] for r in recorded]) if record is not None else None,

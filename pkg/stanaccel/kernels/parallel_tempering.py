@@ -120,11 +120,18 @@ class ParallelTempering:
         return self._level_zero(replicas[0], extra), info
 
     def summary(self, state: State) -> dict:
-        """Swap acceptance per neighbouring pair, round trips, inner acceptance and cost per level."""
+        """Swap acceptance per neighbouring pair, round trips, inner acceptance and cost per level.
+
+        ``communication_barrier`` is the sum over pairs of the swap rejection
+        rates, the estimate of Syed et al. (2021) that Pigeons.jl reports: the
+        larger it is, the more levels the ladder needs.
+        """
         extra = state.extra
         attempts = np.maximum(extra["swap_attempts"], 1)
+        acceptance = extra["swap_accepts"] / attempts
         return {
-            "swap_acceptance": (extra["swap_accepts"] / attempts).tolist(),
+            "swap_acceptance": acceptance.tolist(),
+            "communication_barrier": float(np.sum(1 - acceptance)),
             "round_trips": int(extra["round_trips"]),
             "inner_acceptance": (extra["level_accepts"] / max(extra["iteration"], 1)).tolist(),
             "betas": self.ladder.betas.tolist(),

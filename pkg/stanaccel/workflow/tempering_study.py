@@ -7,7 +7,9 @@ kernels), then each sampler from the same dispersed starts, and writes:
 - ``table.csv`` / ``table.md``: per sampler and size, wall time, time per
   iteration, cost relative to the non-tempered inner sampler (the paper's
   "computational cost relative to HMC"), ESS bulk min, ESS per second,
-  R-hat (max and median), swap acceptance, round trips, TT acceptance;
+  R-hat (max and median), swap acceptance, round trips, TT acceptance, and
+  (in the CSV) evaluations per density: per level for a subsampled ladder,
+  posterior then prior for a power ladder;
 - ``rhat_trace.csv``: median R-hat over parameters against draws and wall
   time (each prefix of the chains, its first half discarded, as in the paper).
 
@@ -131,6 +133,7 @@ def _nuts_row(step, model, starts, seed, label):
         "round_trips": "",
         "tt_acceptance": "",
         "evaluations": fit.gradient_evaluations,
+        "evaluations_per_density": "",
     }
     return row, fit
 
@@ -165,6 +168,11 @@ def _row(run, spec: SamplerSpec, label: str, draws: int, warmup_seconds: float):
         if spec.method in ("tt", "stt")
         else "",
         "evaluations": int(run.evaluations.sum()),
+        "evaluations_per_density": " ".join(
+            str(n) for n in np.sum([s["evaluations_per_density"] for s in summaries], axis=0).astype(int)
+        )
+        if summaries
+        else "",
     }
     seconds_per_draw = run.wall_seconds / max(draws, 1)
     trace = [
