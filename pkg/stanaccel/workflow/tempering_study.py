@@ -13,9 +13,10 @@ kernels), then each sampler from the same dispersed starts, and writes:
 - ``rhat_trace.csv``: median R-hat over parameters against draws and wall
   time (each prefix of the chains, its first half discarded, as in the paper).
 
-Starts are dispersed (uniform in (-2, 2) on the unconstrained scale, as
-Stan's) for every sampler, or, with ``start = "nuts_warmup"``, the samplers
-begin where NUTS's warm-up ended. A sampler that uses NUTS's warm-up (its
+``nuts = false`` leaves the NUTS row out (for cost-only studies). Starts
+are dispersed (uniform in (-2, 2) on the unconstrained scale, as Stan's)
+for every sampler, or, with ``start = "nuts_warmup"``, the samplers begin
+where NUTS's warm-up ended. A sampler that uses NUTS's warm-up (its
 adaptation or its end points) is charged the warm-up's time in
 ``ess_per_second``; ``ess_per_second_sampling`` leaves it out. The warm-up's
 share of NUTS's time is estimated by its share of the gradient evaluations.
@@ -68,9 +69,10 @@ def tempering_study_step(step: dict[str, Any], context, seed: int) -> dict[str, 
         model = StanModel(compiled, data)
         rng = np.random.default_rng([seed, size_index])
         starts = rng.uniform(-2, 2, size=(chains, model.dim))
-        nuts_row, nuts_fit = _nuts_row(step, model, starts, seed, label)
-        rows.append(nuts_row)
         uses_warmup = step.get("tune_from_nuts", False) or step.get("start") == "nuts_warmup"
+        if step.get("nuts", True) or uses_warmup:
+            nuts_row, nuts_fit = _nuts_row(step, model, starts, seed, label)
+            rows.append(nuts_row)
         warmup_seconds = nuts_row["warmup_seconds"] if uses_warmup else 0.0
         if step.get("start") == "nuts_warmup":
             starts = nuts_fit.warmup_unconstrained[:, -1]
