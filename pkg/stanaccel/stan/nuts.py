@@ -384,13 +384,12 @@ def _assemble(
     rows = min(rows, min(r["diagnostic_rows"].shape[0] for r in results))
     n_warm = min(rows, n_warm_rows)
 
-    def stack(key: str, columns: slice) -> np.ndarray:
-        return np.stack([r[key][:rows, columns] for r in results]) if rows else np.zeros((len(results), 0, 0))
-
-    sample = stack("sample_rows", slice(None))
-    diagnostic = stack("diagnostic_rows", slice(n_sampler, n_sampler + dim))
-    if sample.size == 0:
-        sample = np.zeros((len(results), 0, len(names) or n_sampler + model.param_num()))
+    width = len(names) if names else n_sampler + model.param_num(include_tp=True, include_gq=True)
+    if rows and names:
+        sample = np.stack([r["sample_rows"][:rows] for r in results])
+        diagnostic = np.stack([r["diagnostic_rows"][:rows, n_sampler : n_sampler + dim] for r in results])
+    else:  # stopped before the first draw
+        sample = np.zeros((len(results), 0, width))
         diagnostic = np.zeros((len(results), 0, dim))
     stats = {
         arviz_name: sample[:, :, i].astype(bool) if arviz_name == "diverging" else sample[:, :, i]
