@@ -15,10 +15,13 @@ from scipy.stats import kstest
 from stanaccel.kernels import (
     HMC,
     PCN,
+    Cycle,
+    DiscretizingChain,
     ParallelTempering,
     RandomWalkMetropolis,
     State,
     TemperedTransitions,
+    approximation_ladder,
     power_ladder,
     subsampled_ladder,
 )
@@ -75,6 +78,23 @@ class DriftingMetropolis(RandomWalkMetropolis):
         )
 
 
+class DiscretizingChainIgnoringApproximation(DiscretizingChain):
+    """Broken on purpose: mark moves accepted by the ratio of pi alone."""
+
+    @staticmethod
+    def log_weight(log_pi, approx_state):
+        return log_pi
+
+
+def approximation(beta: float = 0.4):
+    """A poor pi*: the posterior with its likelihood tempered (wider, shifted toward the prior)."""
+    return mvn_density(DATA, beta=beta)
+
+
+def mh_on(density):
+    return RandomWalkMetropolis(density, scale=1.5 * SD.max())
+
+
 def one_step_p_values(kernel, ladder=None) -> np.ndarray:
     """KS p-value per coordinate of one kernel step applied to exact draws."""
     rng = np.random.default_rng(2026)
@@ -108,6 +128,18 @@ def correct_kernels():
         "SPT": (ParallelTempering(sl, lambda d, m: inner(d, m, sl)), sl),
         "TT": (TemperedTransitions(tl, lambda d, m: inner(d, m, tl)), tl),
         "STT": (TemperedTransitions(stl, lambda d, m: inner(d, m, stl)), stl),
+        "DC (MH)": (DiscretizingChain(posterior, mh_on(approximation()), moves=3, jump=4), None),
+        "DC (HMC)": (
+            DiscretizingChain(posterior, HMC(approximation(), step_size=0.3, n_steps=3), moves=2, jump=3),
+            None,
+        ),
+        "TT over approximations": (
+            TemperedTransitions(
+                approximation_ladder(posterior, [approximation(0.6), approximation(0.3)]),
+                lambda d, m: Cycle([mh_on(d)] * 3),
+            ),
+            None,
+        ),
     }
 
 
@@ -124,6 +156,12 @@ def broken_kernels():
         "TT without a factor": (TTWithoutFirstFactor(tl, lambda d, m: inner(d, m, tl)), tl),
         "PT with a flipped swap ratio": (PTWithFlippedSwapRatio(pl, lambda d, m: inner(d, m, pl)), pl),
         "drifting Metropolis": (DriftingMetropolis(mvn_density(DATA), scale=0.3), None),
+        "DC ignoring pi*": (
+            DiscretizingChainIgnoringApproximation(
+                mvn_density(DATA), mh_on(approximation()), moves=3, jump=4
+            ),
+            None,
+        ),
     }
 
 

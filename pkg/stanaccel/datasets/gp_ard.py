@@ -21,14 +21,30 @@ def squared_exponential(x: np.ndarray, ell: np.ndarray, sigma_f: float) -> np.nd
     return sigma_f**2 * np.exp(-0.5 * dist2)
 
 
-def generate(N: int = 64, D: int = 3, seed: int = 0, beta: float = 1.0) -> Dataset:
-    """Draw hyperparameters from the prior, then N inputs and outputs from the GP."""
+def generate(
+    N: int = 64,
+    D: int = 3,
+    seed: int = 0,
+    beta: float = 1.0,
+    ell=None,
+    sigma_f: float | None = None,
+    sigma_n: float | None = None,
+) -> Dataset:
+    """Draw hyperparameters from the prior, then N inputs and outputs from the GP.
+
+    ``ell`` (a length D list), ``sigma_f`` and ``sigma_n`` fix a hyperparameter
+    instead of drawing it (for example a noisier, smoother data set, where
+    low-rank approximations are good).
+    """
     prior_rng, input_rng, noise_rng = (
         np.random.default_rng(s) for s in np.random.SeedSequence(seed).spawn(3)
     )
-    ell = prior_rng.lognormal(0.5, 1.0, size=D)
-    sigma_f = prior_rng.gamma(4.0, 1.0)
-    sigma_n = prior_rng.gamma(2.0, 1.0 / 2.0)
+    drawn = (prior_rng.lognormal(0.5, 1.0, size=D), prior_rng.gamma(4.0, 1.0), prior_rng.gamma(2.0, 0.5))
+    ell = drawn[0] if ell is None else np.asarray(ell, dtype=float)
+    sigma_f = drawn[1] if sigma_f is None else float(sigma_f)
+    sigma_n = drawn[2] if sigma_n is None else float(sigma_n)
+    if ell.shape != (D,):
+        raise ValueError(f"ell must have D = {D} entries, not {ell.shape}")
     x = input_rng.normal(0.0, ell.mean(), size=(N, D))
     K = squared_exponential(x, ell, sigma_f) + sigma_n**2 * np.eye(N)
     # Lower Cholesky: y[:n] depends only on z[:n], so data sets are nested in N.

@@ -5,10 +5,12 @@ Kernels see log densities, never Stan: a test of a kernel needs no compile.
 
 from stanaccel.kernels.compose import Cycle
 from stanaccel.kernels.densities import FunctionDensity, safe_log_density, safe_log_density_gradient
+from stanaccel.kernels.discretizing_chain import DiscretizingChain, marked_states
 from stanaccel.kernels.driver import KernelRun, run_chains
 from stanaccel.kernels.hmc import HMC
 from stanaccel.kernels.ladder import (
     Ladder,
+    approximation_ladder,
     geometric_betas,
     nested_subsets,
     power_ladder,
@@ -24,6 +26,7 @@ __all__ = [
     "HMC",
     "PCN",
     "Cycle",
+    "DiscretizingChain",
     "FunctionDensity",
     "Info",
     "Kernel",
@@ -34,7 +37,9 @@ __all__ = [
     "State",
     "TemperedTransitions",
     "accept",
+    "approximation_ladder",
     "geometric_betas",
+    "marked_states",
     "nested_subsets",
     "power_ladder",
     "run_chains",

@@ -26,6 +26,10 @@ class Cycle:
     def init(self, position: np.ndarray) -> State:
         return self.kernels[0].init(position)
 
+    def reversed(self) -> Cycle:
+        """The kernels in reverse order: the reverse of this cycle when each kernel is reversible."""
+        return Cycle(self.kernels[::-1])
+
     def step(self, state: State, rng: np.random.Generator) -> tuple[State, Info]:
         infos = []
         for kernel in self.kernels:

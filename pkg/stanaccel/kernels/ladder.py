@@ -15,6 +15,9 @@ kinds (Dougal, Paige & Wood, tempering by subsampling):
   density at a point of another level is a fresh evaluation: the extra cost
   the paper notes for subsampled swaps.
 
+A third kind, :func:`approximation_ladder`, holds cheaper and cheaper
+approximations of the target rather than tempered copies (Wang & Neal).
+
 The default schedule is geometric, beta_m = beta_*^(m/M), with M = 6 and
 beta_* = 1/8 as in the paper.
 """
@@ -50,16 +53,18 @@ class Ladder:
     Attributes
     ----------
     levels : list of log densities
-    betas : ndarray
+    betas : ndarray, or None for a ladder of approximations
     kind : str
-        "power" or "subsampled".
+        "power", "subsampled" or "approximation".
     """
 
     def __init__(self, levels: list, betas, kind: str):
         self.levels = list(levels)
-        self.betas = check_betas(betas)
+        self.betas = None if betas is None else check_betas(betas)
         self.kind = kind
-        if len(self.levels) != len(self.betas):
+        if len(self.levels) < 2:
+            raise ValueError("a ladder needs the target and at least one more density")
+        if self.betas is not None and len(self.levels) != len(self.betas):
             raise ValueError(f"{len(self.levels)} densities for {len(self.betas)} betas")
 
     def __len__(self) -> int:
@@ -138,6 +143,21 @@ def power_ladder(posterior, prior, betas=None) -> PowerLadder:
     ``model`` and ``model.with_data({**data, "beta": 0.0})``.
     """
     return PowerLadder(posterior, prior, geometric_betas() if betas is None else betas)
+
+
+def approximation_ladder(target, approximations: list) -> Ladder:
+    """pi_0 = ``target``, then ``approximations`` pi_1, ..., pi_n, ever cheaper (Wang & Neal).
+
+    For tempered transitions that move with fast approximations of an
+    expensive density: subsets of decreasing size, or fewer and fewer
+    inducing points (:mod:`stanaccel.approx`). The densities must share one
+    unconstrained space.
+    """
+    levels = [target, *approximations]
+    dims = {getattr(d, "dim", None) for d in levels}
+    if len(dims) != 1:
+        raise ValueError(f"the densities of a ladder must share one dimension, not {sorted(dims, key=str)}")
+    return Ladder(levels, None, "approximation")
 
 
 def nested_subsets(n_obs: int, betas, rng: np.random.Generator) -> list[np.ndarray]:

@@ -134,7 +134,7 @@ class ParallelTempering:
             "communication_barrier": float(np.sum(1 - acceptance)),
             "round_trips": int(extra["round_trips"]),
             "inner_acceptance": (extra["level_accepts"] / max(extra["iteration"], 1)).tolist(),
-            "betas": self.ladder.betas.tolist(),
+            "betas": None if self.ladder.betas is None else self.ladder.betas.tolist(),
             "evaluations_per_density": [evaluations(d) for d in self.ladder.densities],
             "replicas": [r.position for r in extra["replicas"]],
         }

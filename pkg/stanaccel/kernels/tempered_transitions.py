@@ -19,6 +19,16 @@ level above the target applies its inner kernel twice per proposal (once
 up, once down), 2M inner transitions in all. A TT proposal does not move
 within a mode, so workflows cycle it with an inner step at the target
 (``Cycle``).
+
+More generally (Wang & Neal, "MCMC using fast approximations", equation 14)
+the up-move T^_i and down-move T~_i of a level need only be mutually
+reversible for h_i: pi_i(x) T^_i(x'|x) = T~_i(x|x') pi_i(x'). A reversible
+kernel is its own partner; a composition S_1 ... S_k of reversible kernels
+pairs with S_k ... S_1 (``Cycle.reversed``). ``make_kernel`` may return
+such an (up, down) pair. Over a ladder of ever cheaper approximations of an
+expensive pi (:func:`~stanaccel.kernels.ladder.approximation_ladder`), a
+proposal evaluates pi only at its end point, and the rest of its cost falls
+on the approximations; ``summary`` reports evaluations per level.
 """
 
 from __future__ import annotations
@@ -39,14 +49,18 @@ class TemperedTransitions:
     Parameters
     ----------
     ladder : Ladder
-    make_kernel : callable (density, level) -> kernel
-        The inner kernel of each level (level 0's is not used by the proposal).
+    make_kernel : callable (density, level) -> kernel, or -> (up kernel, down kernel)
+        The transitions of each level (level 0's are not used by the proposal):
+        one reversible kernel for both directions, or a mutually reversible pair.
     """
 
     def __init__(self, ladder: Ladder, make_kernel: Callable):
         self.ladder = ladder
-        self.kernels = [make_kernel(density, m) for m, density in enumerate(ladder.levels)]
-        self.exact = all(k.exact for k in self.kernels[1:])
+        pairs = [make_kernel(density, m) for m, density in enumerate(ladder.levels)]
+        pairs = [p if isinstance(p, tuple) else (p, p) for p in pairs]
+        self.kernels = [up for up, _ in pairs]
+        self.down_kernels = [down for _, down in pairs]
+        self.exact = all(k.exact for k in self.kernels[1:] + self.down_kernels[1:])
         self.densities = ladder.densities
         self.proposals = 0
         self.accepts = 0
@@ -63,8 +77,8 @@ class TemperedTransitions:
             at_next = ladder.log_density(i, current.position)
             log_ratio += at_next - current.log_density
             current, _ = self.kernels[i].step(State(current.position, at_next), rng)
-        for i in range(top, 0, -1):  # down: x~_{i-1} = T_i(x~_i)
-            current, _ = self.kernels[i].step(current, rng)
+        for i in range(top, 0, -1):  # down: x~_{i-1} = T~_i(x~_i)
+            current, _ = self.down_kernels[i].step(current, rng)
             at_lower = ladder.log_density(i - 1, current.position)
             log_ratio += at_lower - current.log_density
             current = State(current.position, at_lower)
@@ -83,6 +97,6 @@ class TemperedTransitions:
         """Acceptance of TT proposals and cost per density."""
         return {
             "tt_acceptance": self.accepts / max(self.proposals, 1),
-            "betas": self.ladder.betas.tolist(),
+            "betas": None if self.ladder.betas is None else self.ladder.betas.tolist(),
             "evaluations_per_density": [evaluations(d) for d in self.ladder.densities],
         }
