@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from stanaccel.diagnostics import convergence_metrics, mcse_z_scores, to_inference_data
+from stanaccel.diagnostics import convergence_metrics, mcse_z_scores, reference_z_scores, to_inference_data
 
 
 def groups(draws):
@@ -36,3 +36,15 @@ def test_mcse_z_scores_detect_a_biased_sampler():
     assert np.all(np.abs(z_mean) < 3.5) and np.all(np.abs(z_sd) < 3.5)
     z_bad, _ = mcse_z_scores(bad, "x", np.zeros(1), np.ones(1))
     assert np.all(np.abs(z_bad) > 3.5)
+
+
+def test_reference_z_scores_compare_two_runs():
+    rng = np.random.default_rng(3)
+    reference = to_inference_data(groups(rng.normal(size=(2, 1000, 2))))
+    same = to_inference_data(groups(rng.normal(size=(2, 1000, 2))))
+    shifted = to_inference_data(groups(rng.normal(loc=[0.0, 0.3], size=(2, 1000, 2))))
+    wider = to_inference_data(groups(rng.normal(scale=[1.0, 1.3], size=(2, 1000, 2))))
+    assert reference_z_scores(same, reference).shape == (2, 2)
+    assert np.all(np.abs(reference_z_scores(same, reference)) < 3.5)
+    assert np.abs(reference_z_scores(shifted, reference)[0, 1]) > 3.5
+    assert np.abs(reference_z_scores(wider, reference)[1, 1]) > 3.5

@@ -92,5 +92,5 @@ def test_tempering_study_writes_its_tables(tmp_path, gp_program):
     pt = rows[2]
     assert pt["cost_vs_inner"] > 1 and len(pt["swap_acceptance"].split()) == 3
     assert rows[1]["warmup_seconds"] == pytest.approx(rows[0]["warmup_seconds"])
-    for name in ("table.csv", "table.md", "rhat_trace.csv", "rows.json"):
+    for name in ("table.csv", "table.md", "rhat_trace.csv", "table.json"):
         assert (tmp_path / "out" / "gp" / name).is_file()

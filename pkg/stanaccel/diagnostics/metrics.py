@@ -88,6 +88,28 @@ def mcse_z_scores(
     return (mean - true_mean) / mcse_mean, (sd - true_sd) / mcse_sd
 
 
+def reference_z_scores(idata: az.InferenceData, reference: az.InferenceData) -> np.ndarray:
+    """Differences of posterior means and sds from a reference run, in combined MCSE units.
+
+    For checking a sampler against a long run of another (Stan NUTS) when the
+    exact answer is unknown: z = (estimate - reference) / sqrt(mcse^2 +
+    mcse_reference^2), for the mean and the sd of every scalar in the
+    posterior group. Returns (2, n_scalars): means, then sds.
+    """
+    out = []
+    for method in ("mean", "sd"):
+        a, b = idata.posterior, reference.posterior
+        reduce = (
+            (lambda d: d.mean(dim=("chain", "draw")))
+            if method == "mean"
+            else (lambda d: d.std(dim=("chain", "draw")))
+        )
+        se = np.sqrt(az.mcse(a, method=method) ** 2 + az.mcse(b, method=method) ** 2)
+        z = (reduce(a) - reduce(b)) / se
+        out.append(np.concatenate([np.ravel(z[v].values) for v in z.data_vars]))
+    return np.array(out)
+
+
 def rhat_trace(draws: np.ndarray, points: int = 12) -> list[tuple[int, float]]:
     """Median R-hat over coordinates against the number of draws.
 

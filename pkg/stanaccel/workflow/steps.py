@@ -9,6 +9,9 @@
   writes ``posterior.nc`` (InferenceData), ``metrics.json`` and ``summary.txt``.
 - ``tempering_study``: samplers side by side with Stan NUTS over data sizes
   (see :mod:`stanaccel.workflow.tempering_study`).
+- ``approximation_study``: exact samplers that move with fast approximations
+  (discretizing chain, tempered transitions over approximations) against
+  Stan NUTS on GP regression (see :mod:`stanaccel.workflow.approximation_study`).
 """
 
 from __future__ import annotations
@@ -103,10 +106,17 @@ def _tempering_study(step: dict[str, Any], context: RunContext, seed: int) -> di
     return tempering_study_step(step, context, seed)
 
 
+def _approximation_study(step: dict[str, Any], context: RunContext, seed: int) -> dict[str, Any]:
+    from stanaccel.workflow.approximation_study import approximation_study_step
+
+    return approximation_study_step(step, context, seed)
+
+
 ACTIONS: dict[str, Action] = {
     "generate": generate_step,
     "nuts": nuts_step,
     "tempering_study": _tempering_study,
+    "approximation_study": _approximation_study,
 }
 
 

@@ -25,7 +25,6 @@ share of NUTS's time is estimated by its share of the gradient evaluations.
 from __future__ import annotations
 
 import csv
-import json
 import time
 from pathlib import Path
 from typing import Any
@@ -39,6 +38,7 @@ from stanaccel.programs import program_path
 from stanaccel.stan import StanModel, compile_program
 from stanaccel.stan.nuts import sample_nuts
 from stanaccel.workflow.samplers import SamplerSpec, run_sampler
+from stanaccel.workflow.tables import write_table
 
 SPEC_KEYS = {"levels", "beta_min", "betas", "mh_scale", "step_size", "n_steps", "inner_steps", "swap"}
 
@@ -185,10 +185,6 @@ def _row(run, spec: SamplerSpec, label: str, draws: int, warmup_seconds: float):
 
 
 def _write_tables(folder: Path, rows: list[dict], traces: list[dict]) -> None:
-    with open(folder / "table.csv", "w", newline="") as handle:
-        writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
-        writer.writeheader()
-        writer.writerows(rows)
     with open(folder / "rhat_trace.csv", "w", newline="") as handle:
         writer = csv.DictWriter(handle, fieldnames=["size", "sampler", "draws", "seconds", "rhat_median"])
         writer.writeheader()
@@ -196,16 +192,4 @@ def _write_tables(folder: Path, rows: list[dict], traces: list[dict]) -> None:
     columns = ["size", "sampler", "wall_seconds", "cost_vs_inner", "ess_bulk_min", "ess_per_second",
                "ess_per_second_sampling", "rhat_max", "rhat_median", "swap_acceptance", "round_trips",
                "tt_acceptance"]  # fmt: skip
-    lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
-    for row in rows:
-        lines.append("| " + " | ".join(_cell(row[c]) for c in columns) + " |")
-    table = "\n".join(lines)
-    (folder / "table.md").write_text(table + "\n")
-    (folder / "rows.json").write_text(json.dumps(rows, indent=2, default=str))
-    print(table)
-
-
-def _cell(value) -> str:
-    if isinstance(value, float):
-        return "" if np.isnan(value) else f"{value:.3g}"
-    return str(value)
+    print(write_table(folder, "table", rows, columns))
