@@ -52,7 +52,7 @@ def test_approximation_study_writes_its_tables(tmp_path, gp_program):
     assert tt["exact_per_iteration"] == pytest.approx(1.0, abs=0.01)  # pi at the proposal only
     assert all(r["ess_bulk_min"] > 0 and r["vs_nuts"] > 0 for r in rows)
     assert {r["approximation"] for r in result["approximations"]} == {"fitc m=10", "subset m=10"}
-    for name in ("table.md", "table.csv", "table.json", "approximations.md"):
+    for name in ("table.md", "table.csv", "table.json", "approximations.md", "ess_per_second.png"):
         assert (tmp_path / "out" / "gp" / name).is_file()
 
 

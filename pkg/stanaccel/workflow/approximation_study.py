@@ -26,7 +26,7 @@ seconds per iteration, the largest z-score against NUTS, and ``passes``:
 that z-score below the Bonferroni limit for a family-wise 1e-3 and R-hat
 below 1.1) and ``approximations.{md,csv,json}``
 (each approximation's cost relative to pi and the spread of log pi - log pi*
-over the NUTS draws).
+over the NUTS draws), and ``ess_per_second.png`` (a bar per sampler).
 """
 
 from __future__ import annotations
@@ -214,6 +214,7 @@ def approximation_study_step(step: dict[str, Any], context, seed: int) -> dict[s
         run = run_chains(factory, tuning.starts, draws, seed=seed + k, name=name)
         rows.append(_row(run, spec, name, settings, per_chain, tuning, nuts_row, reference, draws, limit))
     table = write_table(folder, "table", rows, COLUMNS)
+    plot_ess_per_second(rows, folder / "ess_per_second.png")
     print(table)
     return {"rows": rows, "approximations": approx_rows, "reference": reference}
 
@@ -268,6 +269,29 @@ def _row(run, spec, name, settings, per_chain, tuning, nuts_row, reference, draw
         },
         "spec": spec,
     }
+
+
+def plot_ess_per_second(rows: list[dict], path) -> None:
+    """Bars of ESS per second (tuning or warm-up charged, and sampling only), NUTS marked."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    labels = [f"{r['sampler']}: {r['settings']}" for r in rows]
+    y = np.arange(len(rows))
+    fig, ax = plt.subplots(figsize=(9, 0.35 * len(rows) + 1.5))
+    ax.barh(y + 0.2, [r["ess_per_second"] for r in rows], height=0.4, label="tuning / warm-up charged")
+    ax.barh(y - 0.2, [r["ess_per_second_sampling"] for r in rows], height=0.4, label="sampling only")
+    ax.axvline(rows[0]["ess_per_second"], color="k", lw=0.8, ls="--", label="Stan NUTS")
+    ax.set_yticks(y, labels, fontsize=7)
+    ax.invert_yaxis()
+    ax.set_xscale("log")
+    ax.set_xlabel("bulk ESS per second (worst parameter)")
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
 
 
 def _evaluations(density) -> int:
