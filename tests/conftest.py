@@ -1,5 +1,7 @@
 """Shared fixtures: the bundled Stan programs, compiled once per machine (cached)."""
 
+import signal
+
 import pytest
 
 from stanaccel.datasets import generate
@@ -61,3 +63,16 @@ def gp_model(gp_program, gp_data):
 @pytest.fixture(scope="session")
 def logistic_model(logistic_program):
     return StanModel(logistic_program, generate("logistic", N=60, K=3, seed=5).data)
+
+
+@pytest.fixture
+def sigint_handled():
+    """Python's own Ctrl-C handler, for tests that interrupt a run.
+
+    A shell that starts a command in the background makes it ignore SIGINT,
+    and Python then never installs its handler (``_thread.interrupt_main``
+    would do nothing); set it for the test and restore what was there.
+    """
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, previous)

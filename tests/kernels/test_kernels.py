@@ -149,7 +149,7 @@ def test_a_defect_in_the_density_stops_the_run_with_its_error():
         run_chains(factory(0), np.zeros((2, 1)), 2000, seed=1)
 
 
-def test_interrupted_run_keeps_its_draws():
+def test_interrupted_run_keeps_its_draws(sigint_handled):
     import _thread
     import threading
 

@@ -130,7 +130,7 @@ def test_failed_initialisation_is_reported(reject_program):
         sample_nuts(model, chains=1, inits={"y": 5.0}, progress=False)
 
 
-def test_interrupted_run_keeps_its_draws(mvn_model):
+def test_interrupted_run_keeps_its_draws(mvn_model, sigint_handled):
     # Ctrl-C in the main thread, a little after the run starts.
     timer = threading.Timer(0.5, _thread.interrupt_main)
     timer.start()
