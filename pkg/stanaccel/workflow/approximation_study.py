@@ -207,7 +207,8 @@ def approximation_study_step(step: dict[str, Any], context, seed: int) -> dict[s
 
         def factory(chain: int, spec=spec, per_chain=per_chain):
             own_exact = KeepConstants(model.with_data(data))
-            own = {label: make_approximation(a, model, data, seed) for label, a in specs.items()}
+            used = [a for a in [spec.get("approx"), *spec.get("ladder", [])] if a]
+            own = {approximation_label(a): make_approximation(a, model, data, seed) for a in used}
             per_chain.append({"exact": own_exact, "approx": list(own.values()), "labels": list(own)})
             return build_kernel(spec, own_exact, own, tuning)
 
@@ -265,7 +266,6 @@ def _row(run, spec, name, settings, per_chain, tuning, nuts_row, reference, draw
                 "seconds_per_iteration": sum(d["approx"][i].seconds for d in per_chain) / iterations,
             }
             for i, label in enumerate(per_chain[0]["labels"])
-            if any(_evaluations(d["approx"][i]) for d in per_chain)
         },
         "spec": spec,
     }
