@@ -1,0 +1,291 @@
+"""AE-HMC and AE-pCN: proposals made in an autoencoder's latent space, accepted in the original space.
+
+Deep MCMC (Shahbaba et al.) moves the latent code ``z = phi(q)`` of the
+current point with HMC or pCN and decodes the result, ``q' = psi(z')``; the
+accept/reject step uses the Stan log density pi of the original space. Each
+sampler here has two modes.
+
+``exact=False`` is the method as published, and it is approximate: the
+proposal ``psi(z')`` lies on the decoder's image, the encoder is not an exact
+inverse of the decoder, and the volume change between the spaces is not
+accounted for, so the chain does not leave pi invariant (it collapses onto
+the decoder's image once it has accepted a move). The paper argues the bias
+is small where prediction is the goal; stanaccel measures it.
+
+``exact=True`` leaves pi exactly invariant, for any encoder and decoder.
+The current latent position is an auxiliary variable,
+``z ~ N(phi(q), diag(tau^2))``, so the extended target is
+``pi(q) N(z | phi(q), tau^2)`` and its q-marginal is pi. The move keeps the
+residual ``r = q - psi(z)`` fixed while z moves, and proposes
+``q' = r + psi(z')``. The map ``(q, z) -> (r, z)`` is a shear, whose Jacobian
+determinant is exactly 1, so the volume correction the published method
+drops is here identically zero and costs nothing; what the exact mode pays
+instead is the auxiliary term ``-log N(z | phi(r + psi(z)), tau^2)`` in the
+latent potential, one encoder evaluation and one encoder vector-Jacobian
+product per leapfrog step (NumPy, microseconds beside a Stan gradient). Its
+moves change q only along the decoder's image (``q' - q = psi(z') -
+psi(z)``), so on its own it is not ergodic in the remaining directions:
+compose it with a full-space kernel (``Cycle([ae, HMC(...)])``), as the
+workflows do. This construction is stanaccel's, not the paper's; the
+paper's exact variant corrects by a volume term that its text does not give.
+
+Momenta are vectors, not points, so they map between the spaces through the
+networks' linear parts at the centre of the training codes: ``E`` (encoder)
+and ``W`` (decoder). For the paper's linear autoencoder these are exactly its
+weight matrices. The latent kinetic energy is the paper's
+``K_h(p_h) = K_v(W p_h) = 1/2 (W p_h)^T M^-1 (W p_h)``, with ``M^-1`` the
+variance of the training draws (what Stan's diagonal metric adaptation would
+estimate).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from stanaccel.kernels.densities import safe_log_density, safe_log_density_gradient
+from stanaccel.kernels.hmc import DIVERGENCE
+from stanaccel.kernels.metropolis import accept
+from stanaccel.kernels.state import Info, State
+from stanaccel.latent.network import LatentMaps
+
+APPROXIMATE_NOTE = (
+    "approximate (Deep MCMC as published): proposals decoded onto the autoencoder's image, "
+    "no volume correction; pi is not left invariant"
+)
+
+
+class _LatentMoves:
+    """What both latent samplers share: the maps, the momentum maps, the auxiliary scale."""
+
+    def __init__(self, density, maps: LatentMaps, exact: bool, tau: float | np.ndarray):
+        if density.dim != maps.dim:
+            raise ValueError(f"the density has {density.dim} coordinates but the autoencoder {maps.dim}")
+        self.density = density
+        self.maps = maps
+        self.exact = bool(exact)
+        self.note = "exact" if self.exact else APPROXIMATE_NOTE
+        centre = maps.latent_mean if maps.latent_mean is not None else maps.encode(maps.mean)
+        self.decoder_linear = maps.decode_jacobian(centre)  # W, (dim, latent_dim)
+        self.encoder_linear = maps.encode_jacobian(maps.decode(centre))  # E, (latent_dim, dim)
+        latent_sd = (
+            np.sqrt(np.diag(maps.latent_cov)) if maps.latent_cov is not None else np.ones(maps.latent_dim)
+        )
+        self.tau = np.broadcast_to(np.asarray(tau, dtype=float), (maps.latent_dim,)) * latent_sd
+        if np.any(self.tau <= 0):
+            raise ValueError("tau must be positive")
+        self.n_latent_evaluations = 0
+
+    def init(self, position: np.ndarray) -> State:
+        position = np.array(position, dtype=float)
+        if position.shape != (self.maps.dim,):
+            raise ValueError(
+                f"a starting point needs {self.maps.dim} coordinates, not shape {position.shape}"
+            )
+        return State(position, safe_log_density(self.density, position))
+
+    def _start(self, state: State, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+        """The latent start z0 and the residual kept fixed (zero in the approximate mode)."""
+        code = self.maps.encode(state.position)
+        if not self.exact:
+            return code, np.zeros(self.maps.dim)
+        z0 = code + self.tau * rng.standard_normal(self.maps.latent_dim)
+        return z0, state.position - self.maps.decode(z0)
+
+    def _auxiliary(self, z: np.ndarray, q: np.ndarray) -> tuple[float, np.ndarray, np.ndarray]:
+        """``-log N(z | phi(q), tau^2)`` up to a constant, its gradient in z (holding q) and the
+        encoder's contribution ``-J_phi(q)^T e`` to the gradient in q."""
+        code = self.maps.encode(q)
+        e = (z - code) / self.tau**2
+        _, back = self.maps.encode_vjp(q, e)
+        return 0.5 * float(np.sum(((z - code) / self.tau) ** 2)), e, -back
+
+
+class AutoencoderHMC(_LatentMoves):
+    """HMC in an autoencoder's latent space, accepted in the original space.
+
+    Parameters
+    ----------
+    density : log density with a gradient (the Stan model)
+    maps : LatentMaps
+        The trained autoencoder (``Autoencoder.maps()``).
+    step_size : float
+        Leapfrog step in the latent space.
+    n_steps : int
+    exact : bool
+        True: leaves pi invariant (auxiliary latent variable; see the module
+        docstring). False: the published method, approximate.
+    tau : float
+        Exact mode only: the auxiliary variable's sd in units of the latent
+        codes' sd.
+    step_size_jitter : float in [0, 1)
+    latent_density : optional
+        A log density on the latent space whose gradient is ``-U(z)``'s,
+        ``log pi(decode(z))`` (the latent Stan program route). Approximate mode
+        only; used for the leapfrog gradients instead of the chain rule.
+    """
+
+    def __init__(self, density, maps: LatentMaps, step_size: float, n_steps: int, *, exact: bool,
+                 tau: float = 0.5, step_size_jitter: float = 0.0, latent_density=None):  # fmt: skip
+        super().__init__(density, maps, exact, tau)
+        if step_size <= 0 or n_steps < 1:
+            raise ValueError(f"need step_size > 0 and n_steps >= 1, not {step_size} and {n_steps}")
+        if latent_density is not None and exact:
+            raise ValueError("the latent Stan program route gives the approximate mode's potential only")
+        self.step_size = float(step_size)
+        self.n_steps = int(n_steps)
+        self.step_size_jitter = float(step_size_jitter)
+        self.latent_density = latent_density
+        W = self.decoder_linear
+        self.kinetic_matrix = W.T @ (maps.scale[:, None] ** 2 * W)  # A = W^T M^-1 W
+        self._kinetic_cholesky = np.linalg.cholesky(self.kinetic_matrix)
+
+    @property
+    def densities(self) -> list:
+        return [self.density] + ([self.latent_density] if self.latent_density is not None else [])
+
+    def _potential(self, z: np.ndarray, residual: np.ndarray):
+        """U(z) and its gradient; None gradient where pi is undefined."""
+        self.n_latent_evaluations += 1
+        if self.latent_density is not None:
+            lp, grad = safe_log_density_gradient(self.latent_density, z)
+            return -lp, (None if grad is None else -grad), None
+        q = residual + self.maps.decode(z)
+        lp, grad_q = safe_log_density_gradient(self.density, q)
+        if grad_q is None:
+            return np.inf, None, q
+        if not self.exact:
+            _, grad_z = self.maps.decode_vjp(z, grad_q)
+            return -lp, -grad_z, q
+        aux, aux_z, aux_q = self._auxiliary(z, q)
+        _, back = self.maps.decode_vjp(z, grad_q - aux_q)
+        return -lp + aux, aux_z - back, q
+
+    def step(self, state: State, rng: np.random.Generator) -> tuple[State, Info]:
+        z, residual = self._start(state, rng)
+        d = self.maps.latent_dim
+        if self.exact:
+            p = np.linalg.solve(self._kinetic_cholesky.T, rng.standard_normal(d))  # p ~ N(0, A^-1)
+        else:
+            momentum = rng.standard_normal(self.maps.dim) / self.maps.scale  # p_v ~ N(0, M)
+            p = self.encoder_linear @ momentum  # the paper's p_h = phi(p_v)
+        epsilon = self.step_size * (1 + self.step_size_jitter * (2 * rng.random() - 1))
+        u = rng.random()
+
+        u0, grad, _ = self._potential(z, residual)
+        if grad is None:
+            return state, Info(False, 0.0, failed=True)
+        if not self.exact:
+            u0 = -state.log_density  # accept in the original space, from the current point
+        h0 = u0 + 0.5 * p @ self.kinetic_matrix @ p
+        p = p - 0.5 * epsilon * grad
+        for i in range(self.n_steps):
+            z = z + epsilon * (self.kinetic_matrix @ p)
+            potential, grad, q = self._potential(z, residual)
+            if grad is None:
+                return state, Info(False, 0.0, divergent=True, failed=True, details={"n_steps": i + 1})
+            if i < self.n_steps - 1:
+                p = p - epsilon * grad
+        p = p - 0.5 * epsilon * grad
+        if self.exact:
+            lp, end_potential = -potential + self._auxiliary(z, q)[0], potential
+        elif self.latent_density is not None:
+            q = self.maps.decode(z)
+            lp = safe_log_density(self.density, q)
+            end_potential = -lp
+        else:
+            lp, end_potential = -potential, potential
+        energy_error = end_potential + 0.5 * p @ self.kinetic_matrix @ p - h0
+        divergent = bool(not np.isfinite(energy_error) or energy_error > DIVERGENCE)
+        probability = float(np.exp(min(0.0, -energy_error))) if np.isfinite(energy_error) else 0.0
+        details = {"n_steps": self.n_steps, "energy_error": float(energy_error)}
+        if u < probability:
+            return State(q, lp), Info(True, probability, divergent, details=details)
+        return state, Info(False, probability, divergent, details=details)
+
+
+class AutoencoderPCN(_LatentMoves):
+    """Preconditioned Crank-Nicolson in an autoencoder's latent space, accepted in the original space.
+
+    The proposal ``z' = m + rho (z - m) + sqrt(1 - rho^2) C^(1/2) xi`` keeps a
+    Gaussian reference N(m, C) on the latent space invariant, with
+    ``rho = (1 - h/4) / (1 + h/4)`` for a step h.
+
+    Parameters
+    ----------
+    density : log density (the Stan model)
+    maps : LatentMaps
+    rho, step : float
+        Give one: the autocorrelation rho, or the step h.
+    exact : bool
+        True: leaves pi invariant for any model; the reference is a Gaussian
+        on the latent space (``reference``, default the training codes'
+        mean and covariance) and the acceptance ratio divides it out.
+        False: the published method, approximate; needs the model's Gaussian
+        ``prior`` and accepts on the likelihood ratio pi/prior at decoded points.
+    prior : (mean, covariance) in the original space, optional
+        A Gaussian prior of the model. Its image under the encoder's linear
+        part is the latent reference of the approximate mode, and of the
+        exact mode unless ``reference`` is given.
+    reference : (mean, covariance) in the latent space, optional
+    tau : float
+        Exact mode only, as in :class:`AutoencoderHMC`.
+    """
+
+    def __init__(self, density, maps: LatentMaps, *, exact: bool, rho: float | None = None,
+                 step: float | None = None, prior=None, reference=None, tau: float = 0.5):  # fmt: skip
+        super().__init__(density, maps, exact, tau)
+        if (rho is None) == (step is None):
+            raise ValueError("give exactly one of rho and step")
+        rho = (1 - step / 4) / (1 + step / 4) if rho is None else rho
+        if not 0 <= rho < 1:
+            raise ValueError(f"rho must be in [0, 1), not {rho}")
+        self.rho = float(rho)
+        if not exact and prior is None:
+            raise ValueError(
+                "the approximate AE-pCN accepts on the likelihood ratio: give the model's Gaussian prior"
+            )
+        self.prior = None
+        if prior is not None:
+            mean, cov = (np.asarray(a, dtype=float) for a in prior)
+            cov = np.diag(cov) if cov.ndim == 1 else cov
+            self.prior = (mean, cov, np.linalg.cholesky(cov))
+        if reference is None:
+            if self.prior is not None:
+                E = self.encoder_linear
+                reference = (maps.encode(self.prior[0]), E @ self.prior[1] @ E.T)
+            elif maps.latent_cov is not None:
+                reference = (maps.latent_mean, maps.latent_cov)
+            else:
+                raise ValueError("give a latent reference (mean, covariance) or the model's Gaussian prior")
+        self.reference_mean = np.asarray(reference[0], dtype=float)
+        self.reference_cov = np.atleast_2d(np.asarray(reference[1], dtype=float))
+        self._reference_cholesky = np.linalg.cholesky(self.reference_cov)
+
+    def _log_reference(self, z: np.ndarray) -> float:
+        w = np.linalg.solve(self._reference_cholesky, z - self.reference_mean)
+        return -0.5 * float(w @ w)
+
+    def _log_prior(self, q: np.ndarray) -> float:
+        mean, _, chol = self.prior
+        w = np.linalg.solve(chol, q - mean)
+        return -0.5 * float(w @ w)
+
+    def _log_target(self, z: np.ndarray, q: np.ndarray, lp: float) -> float:
+        """The log of what the acceptance ratio compares at (z, q): see the module docstring."""
+        if self.exact:
+            return lp - self._auxiliary(z, q)[0] - self._log_reference(z)
+        return lp - self._log_prior(q)
+
+    def step(self, state: State, rng: np.random.Generator) -> tuple[State, Info]:
+        z, residual = self._start(state, rng)
+        xi = self._reference_cholesky @ rng.standard_normal(self.maps.latent_dim)
+        proposal = self.reference_mean + self.rho * (z - self.reference_mean) + np.sqrt(1 - self.rho**2) * xi
+        q = residual + self.maps.decode(proposal)
+        lp = safe_log_density(self.density, q)
+        self.n_latent_evaluations += 1
+        if lp == -np.inf:
+            return state, Info(False, 0.0, failed=True)
+        log_ratio = self._log_target(proposal, q, lp) - self._log_target(z, state.position, state.log_density)
+        accepted, probability = accept(log_ratio, rng)
+        info = Info(accepted, probability)
+        return (State(q, lp), info) if accepted else (state, info)
