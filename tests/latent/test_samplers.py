@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 from scipy.stats import kstest
 
-from stanaccel.kernels import Cycle, FunctionDensity, RandomWalkMetropolis, run_chains
 from stanaccel.diagnostics import mcse_z_scores, to_inference_data
+from stanaccel.kernels import Cycle, FunctionDensity, RandomWalkMetropolis, run_chains
 from stanaccel.latent import DenseLayer, DenseNetwork, LatentMaps
 from stanaccel.latent.samplers import AutoencoderHMC, AutoencoderPCN
 from tests.kernels.test_kernels import z_limit

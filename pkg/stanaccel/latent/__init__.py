@@ -1,4 +1,4 @@
-"""Latent-space samplers (Deep MCMC): an autoencoder trained on Stan draws, then HMC and pCN in its latent space.
+"""Latent-space samplers (Deep MCMC): an autoencoder trained on Stan draws, HMC and pCN in its latent space.
 
 See :mod:`stanaccel.latent.autoencoder` (training, saving), :mod:`stanaccel.latent.network`
 (the NumPy export used inside samplers) and :mod:`stanaccel.latent.samplers` (AE-HMC, AE-pCN).

@@ -263,8 +263,9 @@ class Autoencoder:
         keras = _keras()
         encoder = keras.models.load_model(folder / "encoder.keras")
         decoder = keras.models.load_model(folder / "decoder.keras")
-        return cls(encoder, decoder, meta["mean"], meta["scale"], meta["architecture"],
-                   TrainingReport(**meta["report"]), meta.get("latent_mean"), meta.get("latent_cov"))  # fmt: skip
+        report = TrainingReport(**meta["report"])
+        return cls(encoder, decoder, meta["mean"], meta["scale"], meta["architecture"], report,
+                   meta.get("latent_mean"), meta.get("latent_cov"))  # fmt: skip
 
 
 def _keras():
