@@ -30,7 +30,7 @@ class Dataset:
     truth: dict[str, Any] = field(default_factory=dict)
 
 
-GENERATORS = ("gp_ard", "mvn_mean", "logistic")
+GENERATORS = ("gp_ard", "mvn_mean", "logistic", "digits")
 
 
 def generate(name: str, **options: Any) -> Dataset:

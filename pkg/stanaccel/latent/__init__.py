@@ -12,14 +12,21 @@ from stanaccel.latent.autoencoder import (
     default_latent_dim,
 )
 from stanaccel.latent.network import DenseLayer, DenseNetwork, LatentMaps
+from stanaccel.latent.samplers import APPROXIMATE_NOTE, AutoencoderHMC, AutoencoderPCN, tune_step
+from stanaccel.latent.stan_route import decoder_data
 
 __all__ = [
+    "APPROXIMATE_NOTE",
     "ARCHITECTURES",
+    "AutoencoderHMC",
+    "AutoencoderPCN",
     "Autoencoder",
     "DenseLayer",
     "DenseNetwork",
     "LatentMaps",
     "TrainingReport",
     "check_draws",
+    "decoder_data",
     "default_latent_dim",
+    "tune_step",
 ]

@@ -74,13 +74,29 @@ class _LatentMoves:
         if np.any(self.tau <= 0):
             raise ValueError("tau must be positive")
         self.n_latent_evaluations = 0
+        self.n_proposals = 0
+        self.sum_acceptance = 0.0
+
+    def summary(self, state: State) -> dict:
+        """Mean acceptance probability of the latent moves, and the mode."""
+        return {"latent_acceptance": self.sum_acceptance / max(self.n_proposals, 1), "mode": self.note}
+
+    def step(self, state: State, rng: np.random.Generator) -> tuple[State, Info]:
+        state, info = self._propose(state, rng)
+        self.n_proposals += 1
+        self.sum_acceptance += info.acceptance_probability
+        return state, info
 
     def init(self, position: np.ndarray) -> State:
+        """The starting state; the approximate mode starts at the point's reconstruction
+        ``decode(encode(position))``, on the decoder's image where its chain lives."""
         position = np.array(position, dtype=float)
         if position.shape != (self.maps.dim,):
             raise ValueError(
                 f"a starting point needs {self.maps.dim} coordinates, not shape {position.shape}"
             )
+        if not self.exact:
+            position = self.maps.decode(self.maps.encode(position))
         return State(position, safe_log_density(self.density, position))
 
     def _start(self, state: State, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
@@ -160,7 +176,7 @@ class AutoencoderHMC(_LatentMoves):
         _, back = self.maps.decode_vjp(z, grad_q - aux_q)
         return -lp + aux, aux_z - back, q
 
-    def step(self, state: State, rng: np.random.Generator) -> tuple[State, Info]:
+    def _propose(self, state: State, rng: np.random.Generator) -> tuple[State, Info]:
         z, residual = self._start(state, rng)
         d = self.maps.latent_dim
         if self.exact:
@@ -276,7 +292,7 @@ class AutoencoderPCN(_LatentMoves):
             return lp - self._auxiliary(z, q)[0] - self._log_reference(z)
         return lp - self._log_prior(q)
 
-    def step(self, state: State, rng: np.random.Generator) -> tuple[State, Info]:
+    def _propose(self, state: State, rng: np.random.Generator) -> tuple[State, Info]:
         z, residual = self._start(state, rng)
         xi = self._reference_cholesky @ rng.standard_normal(self.maps.latent_dim)
         proposal = self.reference_mean + self.rho * (z - self.reference_mean) + np.sqrt(1 - self.rho**2) * xi
@@ -289,3 +305,25 @@ class AutoencoderPCN(_LatentMoves):
         accepted, probability = accept(log_ratio, rng)
         info = Info(accepted, probability)
         return (State(q, lp), info) if accepted else (state, info)
+
+
+def tune_step(make_kernel, start: np.ndarray, rng: np.random.Generator, *, target: float, initial: float,
+              iterations: int = 100, maximum: float = 20.0) -> float:  # fmt: skip
+    """A step (latent HMC step size, or pCN step h) that gives about the ``target`` acceptance.
+
+    Robbins-Monro on the log step, ``log h += (acceptance - target) / sqrt(t)``,
+    over ``iterations`` steps of ``make_kernel(h)`` from ``start``; returns the
+    average over the second half. The kernels it builds are discarded: the
+    returned step is fixed during sampling, so the sampler stays a Markov chain.
+    Steps stay below ``maximum`` (below 4 for pCN, where h = 4 means rho = 0).
+    """
+    log_h = float(np.log(initial))
+    state = make_kernel(initial).init(start)
+    history = []
+    for t in range(1, iterations + 1):
+        state, info = make_kernel(float(np.exp(log_h))).step(state, rng)
+        log_h = float(
+            np.clip(log_h + (info.acceptance_probability - target) / np.sqrt(t), -12, np.log(maximum))
+        )
+        history.append(log_h)
+    return float(np.exp(np.mean(history[iterations // 2 :])))

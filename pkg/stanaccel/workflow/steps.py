@@ -12,6 +12,9 @@
 - ``approximation_study``: exact samplers that move with fast approximations
   (discretizing chain, tempered transitions over approximations) against
   Stan NUTS on GP regression (see :mod:`stanaccel.workflow.approximation_study`).
+- ``latent_study``: autoencoder latent-space samplers (AE-HMC, AE-pCN, exact
+  and approximate) against Stan NUTS on logistic regression
+  (see :mod:`stanaccel.workflow.latent_study`).
 """
 
 from __future__ import annotations
@@ -112,11 +115,18 @@ def _approximation_study(step: dict[str, Any], context: RunContext, seed: int) -
     return approximation_study_step(step, context, seed)
 
 
+def _latent_study(step: dict[str, Any], context: RunContext, seed: int) -> dict[str, Any]:
+    from stanaccel.workflow.latent_study import latent_study_step
+
+    return latent_study_step(step, context, seed)
+
+
 ACTIONS: dict[str, Action] = {
     "generate": generate_step,
     "nuts": nuts_step,
     "tempering_study": _tempering_study,
     "approximation_study": _approximation_study,
+    "latent_study": _latent_study,
 }
 
 
