@@ -36,6 +36,11 @@ def logistic_program():
 
 
 @pytest.fixture(scope="session")
+def logistic_latent_program():
+    return compile_program(program_path("logistic_latent"))
+
+
+@pytest.fixture(scope="session")
 def reject_program():
     return compile_program(REJECT_PROGRAM)
 

@@ -14,7 +14,7 @@ from scipy.stats import kstest
 from stanaccel.diagnostics import mcse_z_scores, to_inference_data
 from stanaccel.kernels import Cycle, FunctionDensity, RandomWalkMetropolis, run_chains
 from stanaccel.latent import DenseLayer, DenseNetwork, LatentMaps
-from stanaccel.latent.samplers import AutoencoderHMC, AutoencoderPCN
+from stanaccel.latent.samplers import APPROXIMATE_NOTE, AutoencoderHMC, AutoencoderPCN
 from tests.kernels.test_kernels import z_limit
 
 D, LATENT, HIDDEN = 4, 2, 6
@@ -89,6 +89,15 @@ def test_published_approximate_mode_is_caught(name):
     assert not kernel.exact and "approximate" in kernel.note
     p_values = one_step_p_values(kernel, steps=5 if name == "ae-hmc" else 20)
     assert np.any(p_values < ALPHA / D), (name, p_values)
+
+
+def test_the_output_says_which_mode_ran():
+    for exact in (True, False):
+        run = run_chains(kernels(exact=exact)["ae-hmc"], MEAN[None], 5, seed=0)
+        attrs = to_inference_data(run).posterior.attrs
+        assert attrs["exact"] == exact
+        assert attrs["invariance"].startswith("exact" if exact else "approximate")
+        assert run.summaries[0]["mode"] == ("exact" if exact else APPROXIMATE_NOTE)
 
 
 def test_exact_hmc_without_its_auxiliary_term_is_caught():

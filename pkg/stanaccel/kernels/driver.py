@@ -72,6 +72,7 @@ class KernelRun:
             "attrs": {
                 "sampler": self.sampler,
                 "exact": self.exact,
+                "invariance": "exact" if self.exact else "approximate: does not leave the target invariant",
                 "wall_seconds": self.wall_seconds,
                 "evaluations": int(self.evaluations.sum()),
                 "interrupted": self.interrupted,

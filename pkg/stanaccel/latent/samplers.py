@@ -6,11 +6,12 @@ accept/reject step uses the Stan log density pi of the original space. Each
 sampler here has two modes.
 
 ``exact=False`` is the method as published, and it is approximate: the
-proposal ``psi(z')`` lies on the decoder's image, the encoder is not an exact
-inverse of the decoder, and the volume change between the spaces is not
-accounted for, so the chain does not leave pi invariant (it collapses onto
-the decoder's image once it has accepted a move). The paper argues the bias
-is small where prediction is the goal; stanaccel measures it.
+chain lives in the latent space (its state keeps the latent position z,
+starting from ``encode`` of the starting point), every draw ``psi(z)`` lies
+on the decoder's image, and the volume change between the spaces is not
+accounted for, so pi is not left invariant: the draws follow pi restricted
+to the decoder's image, with no spread off it. The paper argues the bias is
+small where prediction is the goal; stanaccel measures it.
 
 ``exact=True`` leaves pi exactly invariant, for any encoder and decoder.
 The current latent position is an auxiliary variable,
@@ -35,7 +36,10 @@ and ``W`` (decoder). For the paper's linear autoencoder these are exactly its
 weight matrices. The latent kinetic energy is the paper's
 ``K_h(p_h) = K_v(W p_h) = 1/2 (W p_h)^T M^-1 (W p_h)``, with ``M^-1`` the
 variance of the training draws (what Stan's diagonal metric adaptation would
-estimate).
+estimate). Latent momenta are drawn from the distribution this kinetic energy
+defines, N(0, A^-1) with ``A = W^T M^-1 W``; the paper's literal
+``p_h = phi(p_v)``, ``p_v ~ N(0, M)``, has the same distribution when the
+linear autoencoder is exact, and is available as ``encoded_momentum=True``.
 """
 
 from __future__ import annotations
@@ -88,22 +92,25 @@ class _LatentMoves:
         return state, info
 
     def init(self, position: np.ndarray) -> State:
-        """The starting state; the approximate mode starts at the point's reconstruction
-        ``decode(encode(position))``, on the decoder's image where its chain lives."""
+        """The starting state. The approximate mode's chain lives in the latent space: it
+        starts at ``z = encode(position)``, whose point is ``decode(z)``."""
         position = np.array(position, dtype=float)
         if position.shape != (self.maps.dim,):
             raise ValueError(
                 f"a starting point needs {self.maps.dim} coordinates, not shape {position.shape}"
             )
         if not self.exact:
-            position = self.maps.decode(self.maps.encode(position))
+            z = self.maps.encode(position)
+            position = self.maps.decode(z)
+            return State(position, safe_log_density(self.density, position), extra={"latent": z})
         return State(position, safe_log_density(self.density, position))
 
     def _start(self, state: State, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
         """The latent start z0 and the residual kept fixed (zero in the approximate mode)."""
-        code = self.maps.encode(state.position)
         if not self.exact:
-            return code, np.zeros(self.maps.dim)
+            z = state.extra.get("latent")
+            return (self.maps.encode(state.position) if z is None else z), np.zeros(self.maps.dim)
+        code = self.maps.encode(state.position)
         z0 = code + self.tau * rng.standard_normal(self.maps.latent_dim)
         return z0, state.position - self.maps.decode(z0)
 
@@ -134,6 +141,14 @@ class AutoencoderHMC(_LatentMoves):
         Exact mode only: the auxiliary variable's sd in units of the latent
         codes' sd.
     step_size_jitter : float in [0, 1)
+    encoded_momentum : bool
+        Approximate mode only. True: the paper's literal momentum
+        ``p_h = E p_v``, ``p_v ~ N(0, M)``. False (default): ``p_h ~ N(0, A^-1)``,
+        the distribution the kinetic energy K_h defines. The two agree when
+        the linear autoencoder is exact (E the pseudo-inverse of W, as PCA
+        gives); for a trained one they differ, and the literal version no
+        longer samples pi restricted to the decoder's image (measured in
+        the latent study).
     latent_density : optional
         A log density on the latent space whose gradient is ``-U(z)``'s,
         ``log pi(decode(z))`` (the latent Stan program route). Approximate mode
@@ -141,7 +156,8 @@ class AutoencoderHMC(_LatentMoves):
     """
 
     def __init__(self, density, maps: LatentMaps, step_size: float, n_steps: int, *, exact: bool,
-                 tau: float = 0.5, step_size_jitter: float = 0.0, latent_density=None):  # fmt: skip
+                 tau: float = 0.5, step_size_jitter: float = 0.0, latent_density=None,
+                 encoded_momentum: bool = False):  # fmt: skip
         super().__init__(density, maps, exact, tau)
         if step_size <= 0 or n_steps < 1:
             raise ValueError(f"need step_size > 0 and n_steps >= 1, not {step_size} and {n_steps}")
@@ -151,6 +167,11 @@ class AutoencoderHMC(_LatentMoves):
         self.n_steps = int(n_steps)
         self.step_size_jitter = float(step_size_jitter)
         self.latent_density = latent_density
+        if encoded_momentum and exact:
+            raise ValueError(
+                "the encoded momentum is the approximate mode's; the exact mode draws p_h ~ N(0, A^-1)"
+            )
+        self.encoded_momentum = bool(encoded_momentum)
         W = self.decoder_linear
         self.kinetic_matrix = W.T @ (maps.scale[:, None] ** 2 * W)  # A = W^T M^-1 W
         self._kinetic_cholesky = np.linalg.cholesky(self.kinetic_matrix)
@@ -179,11 +200,11 @@ class AutoencoderHMC(_LatentMoves):
     def _propose(self, state: State, rng: np.random.Generator) -> tuple[State, Info]:
         z, residual = self._start(state, rng)
         d = self.maps.latent_dim
-        if self.exact:
-            p = np.linalg.solve(self._kinetic_cholesky.T, rng.standard_normal(d))  # p ~ N(0, A^-1)
-        else:
+        if self.encoded_momentum:
             momentum = rng.standard_normal(self.maps.dim) / self.maps.scale  # p_v ~ N(0, M)
             p = self.encoder_linear @ momentum  # the paper's p_h = phi(p_v)
+        else:
+            p = np.linalg.solve(self._kinetic_cholesky.T, rng.standard_normal(d))  # p ~ N(0, A^-1)
         epsilon = self.step_size * (1 + self.step_size_jitter * (2 * rng.random() - 1))
         u = rng.random()
 
@@ -215,7 +236,8 @@ class AutoencoderHMC(_LatentMoves):
         probability = float(np.exp(min(0.0, -energy_error))) if np.isfinite(energy_error) else 0.0
         details = {"n_steps": self.n_steps, "energy_error": float(energy_error)}
         if u < probability:
-            return State(q, lp), Info(True, probability, divergent, details=details)
+            extra = {} if self.exact else {"latent": z}
+            return State(q, lp, extra=extra), Info(True, probability, divergent, details=details)
         return state, Info(False, probability, divergent, details=details)
 
 
@@ -304,7 +326,8 @@ class AutoencoderPCN(_LatentMoves):
         log_ratio = self._log_target(proposal, q, lp) - self._log_target(z, state.position, state.log_density)
         accepted, probability = accept(log_ratio, rng)
         info = Info(accepted, probability)
-        return (State(q, lp), info) if accepted else (state, info)
+        extra = {} if self.exact else {"latent": proposal}
+        return (State(q, lp, extra=extra), info) if accepted else (state, info)
 
 
 def tune_step(make_kernel, start: np.ndarray, rng: np.random.Generator, *, target: float, initial: float,

@@ -14,7 +14,7 @@ A ``latent_study`` step:
    sampler; the pilot's last draws are their starting points, its step size
    and metric those of the full-space HMC move;
 4. runs each sampler in ``samplers``: ``method = "ae-hmc"`` (``n_steps``,
-   ``exact``, ``route = "chain-rule" | "stan"``), ``"ae-pcn"`` (``exact``,
+   ``exact``, ``route = "chain-rule" | "stan"``, ``encoded_momentum``), ``"ae-pcn"`` (``exact``,
    ``step``) or ``"hmc"`` (the full-space move alone, ``n_steps``).
    Latent step sizes are tuned to an acceptance rate during ``tune``
    iterations (charged). The exact modes alternate the latent move with a
@@ -49,10 +49,11 @@ from stanaccel.stan import StanModel, compile_program
 from stanaccel.stan.nuts import sample_nuts
 from stanaccel.workflow.tables import write_table
 
-METHODS = ("ae-hmc", "ae-pcn", "hmc")
+METHODS = ("ae-hmc", "ae-pcn", "hmc", "latent-nuts")
 COLUMNS = ["sampler", "exact", "settings", "seconds", "ess_bulk_min", "ess_per_second", "vs_nuts",
-           "vs_nuts_sampling", "rhat_max", "acceptance", "gradients_per_iteration", "test_accuracy",
-           "mean_error_sd", "sd_ratio_min", "sd_ratio_max", "z_max", "predictive_error_max"]  # fmt: skip
+           "vs_nuts_sampling", "rhat_max", "acceptance", "evaluations_per_iteration",
+           "ess_per_1000_evaluations", "test_accuracy", "mean_error_sd", "sd_ratio_min", "sd_ratio_max",
+           "z_max", "predictive_error_max"]  # fmt: skip
 
 
 def latent_study_step(step: dict[str, Any], context, seed: int) -> dict[str, Any]:
@@ -115,24 +116,36 @@ def latent_study_step(step: dict[str, Any], context, seed: int) -> dict[str, Any
 
     prior = (np.zeros(model.dim), np.full(model.dim, data["prior_scale"] ** 2))
     for k, spec in enumerate(step.get("samplers", [])):
-        spec = {"exact": False, "route": "chain-rule", "n_steps": 10, "complement_steps": 3, **spec}
+        spec = {"exact": False, "route": "chain-rule", "n_steps": 10, "complement_steps": 3,
+                "encoded_momentum": False, **spec}  # fmt: skip
         if spec["method"] not in METHODS:
             raise ValueError(f"unknown latent-study method {spec['method']!r}; have {METHODS}")
         name, settings = describe(spec)
         print(f"  {name}: {settings}", flush=True)
+        if spec["method"] == "latent-nuts":
+            latent_model = StanModel(latent_program, latent_data)
+            rows.append(_latent_nuts_row(spec, latent_model, maps, starts, draws, seed + k, charged, rows[0],
+                                         reference, X_test, y_test))  # fmt: skip
+            print(f"    {_brief(rows[-1])}", flush=True)
+            continue
 
-        def latent_kernel(density, step_size, spec=spec):
+        def latent_kernel(density, latent, step_size, spec=spec):
             if spec["method"] == "ae-hmc":
-                latent = StanModel(latent_program, latent_data) if spec["route"] == "stan" else None
+                momentum = spec["encoded_momentum"]
                 return AutoencoderHMC(density, maps, step_size, int(spec["n_steps"]), exact=spec["exact"],
-                                      latent_density=latent)  # fmt: skip
+                                      latent_density=latent, encoded_momentum=momentum)  # fmt: skip
             return AutoencoderPCN(density, maps, exact=spec["exact"], prior=prior, step=step_size)
 
-        def build(chain: int, spec=spec, latent_kernel=latent_kernel, step_size=None):
-            own = model.with_data(data)
+        def densities(spec=spec):
+            """A chain's own Stan instances: the model, and the latent program on the Stan route."""
+            latent = StanModel(latent_program, latent_data) if spec["route"] == "stan" else None
+            return model.with_data(data), latent
+
+        def build(chain: int, spec=spec, latent_kernel=latent_kernel, densities=densities, step_size=None):
+            own, latent = densities()
             if spec["method"] == "hmc":
                 return HMC(own, pilot_step, int(spec["n_steps"]), inv_metric=pilot_metric)
-            kernel = latent_kernel(own, step_size)
+            kernel = latent_kernel(own, latent, step_size)
             if not spec["exact"]:
                 return kernel
             return Cycle(
@@ -142,7 +155,8 @@ def latent_study_step(step: dict[str, Any], context, seed: int) -> dict[str, Any
         start = time.perf_counter()
         tuned = None
         if spec["method"] != "hmc":
-            tuned = _tune(lambda h, f=latent_kernel: f(model.with_data(data), h), spec, starts[0], seed + k)
+            own = densities()
+            tuned = _tune(lambda h, f=latent_kernel, own=own: f(*own, h), spec, starts[0], seed + k)
         tune_seconds = time.perf_counter() - start
         run = run_chains(lambda c, tuned=tuned, build=build: build(c, step_size=tuned), starts, draws,
                          seed=seed + 100 + k, name=name)  # fmt: skip
@@ -199,7 +213,8 @@ def _nuts_row(fit, seconds, nuts, reference, X_test, y_test) -> dict[str, Any]:
         "vs_nuts_sampling": 1.0,
         "rhat_max": metrics["rhat_max"],
         "acceptance": float(np.mean(fit.sample_stats["acceptance_rate"])),
-        "gradients_per_iteration": fit.gradient_evaluations / iterations,
+        "evaluations_per_iteration": fit.gradient_evaluations / iterations,
+        "ess_per_1000_evaluations": 1000 * metrics["ess_bulk_min"] / max(fit.gradient_evaluations, 1),
         **_bias(posterior, reference),
     }
 
@@ -224,7 +239,40 @@ def _row(run, spec, name, settings, charged, tuned, nuts_row, reference, X_test,
         "acceptance": float(np.mean([s.get("latent_acceptance", np.nan) for s in run.summaries]))
         if run.summaries and run.summaries[0]
         else float(np.mean(run.acceptance_probability)),
-        "gradients_per_iteration": run.evaluations.sum() / iterations,
+        "evaluations_per_iteration": run.evaluations.sum() / iterations,
+        "ess_per_1000_evaluations": 1000 * metrics["ess_bulk_min"] / max(int(run.evaluations.sum()), 1),
+        **_bias(posterior, reference),
+        "spec": spec,
+    }
+
+
+def _latent_nuts_row(spec, latent_model, maps, starts, draws, seed, charged, nuts_row, reference,
+                     X_test, y_test) -> dict[str, Any]:  # fmt: skip
+    """Stan NUTS on the latent program, its draws decoded (the paper's pipeline; approximate)."""
+    warmup = int(spec.get("warmup", 500))
+    start = time.perf_counter()
+    fit = sample_nuts(latent_model, chains=len(starts), warmup=warmup, draws=draws,
+                      inits=maps.encode(starts), seed=seed % 2**32, progress=False)  # fmt: skip
+    seconds = time.perf_counter() - start
+    posterior = Posterior(maps.decode(fit.draws_unconstrained), X_test, y_test)
+    warmup_share = fit.warmup_sample_stats["n_steps"].sum() / max(fit.gradient_evaluations, 1)
+    metrics = convergence_metrics(posterior.idata, wall_seconds=seconds + charged,
+                                  sampling_seconds=seconds * (1 - warmup_share))  # fmt: skip
+    return {
+        "sampler": "NUTS in the latent space (approximate)",
+        "exact": False,
+        "settings": f"latent Stan program, {warmup} warm-up + {draws} draws, decoded",
+        "seconds": seconds + charged,
+        "charged_seconds": charged,
+        "ess_bulk_min": metrics["ess_bulk_min"],
+        "ess_per_second": metrics["ess_per_second"],
+        "ess_per_second_sampling": metrics["ess_per_second_sampling"],
+        "vs_nuts": metrics["ess_per_second"] / nuts_row["ess_per_second"],
+        "vs_nuts_sampling": metrics["ess_per_second_sampling"] / nuts_row["ess_per_second_sampling"],
+        "rhat_max": metrics["rhat_max"],
+        "acceptance": float(np.mean(fit.sample_stats["acceptance_rate"])),
+        "evaluations_per_iteration": fit.gradient_evaluations / (len(starts) * (warmup + draws)),
+        "ess_per_1000_evaluations": 1000 * metrics["ess_bulk_min"] / max(fit.gradient_evaluations, 1),
         **_bias(posterior, reference),
         "spec": spec,
     }
@@ -235,10 +283,13 @@ def describe(spec: dict[str, Any]) -> tuple[str, str]:
     mode = "exact" if spec["exact"] else "approximate"
     if spec["method"] == "hmc":
         return "HMC (full space)", f"L={spec['n_steps']}, NUTS pilot's step and metric"
+    if spec["method"] == "latent-nuts":
+        return "NUTS in the latent space (approximate)", "latent Stan program, draws decoded"
     extra = f", + full-space HMC L={spec['complement_steps']}" if spec["exact"] else ""
     if spec["method"] == "ae-hmc":
         route = "" if spec["route"] == "chain-rule" else ", latent Stan program"
-        return f"AE-HMC ({mode})", f"L={spec['n_steps']}{route}{extra}"
+        momentum = ", p_h = E p_v (paper's literal momentum)" if spec["encoded_momentum"] else ""
+        return f"AE-HMC ({mode})", f"L={spec['n_steps']}{route}{momentum}{extra}"
     return f"AE-pCN ({mode})", f"prior reference{extra}"
 
 
