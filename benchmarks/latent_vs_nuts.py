@@ -36,9 +36,9 @@ def main() -> None:
     for result in context.results.values():
         for r in result.get("rows", []):
             print(
-                f"{r['sampler']:40s} {str(r['exact']):>5s} {r['vs_nuts']:8.3f} "
+                f"{r['sampler'][:38]:38s} {r['settings'][:36]:36s} {str(r['exact']):>5s} {r['vs_nuts']:8.3f} "
                 f"{r.get('ess_per_1000_evaluations', float('nan')):11.2f} {r['test_accuracy']:8.3f} "
-                f"{r['mean_error_sd']:11.3f} {r['sd_ratio_min']:12.3f} {r['predictive_error_max']:6.3f}"
+                f"{r['mean_error_sd']:11.3f} {r['sd_ratio_min']:6.3f} {r['predictive_error_max']:6.3f}"
             )
 
 
