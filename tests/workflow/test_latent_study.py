@@ -74,6 +74,6 @@ def test_latent_study_writes_its_tables(tmp_path, logistic_program, logistic_lat
         assert row["ess_bulk_min"] > 0 and 0 <= row["test_accuracy"] <= 1 and row["sd_ratio_min"] > 0
     assert rows[1]["evaluations_per_iteration"] > 4  # L = 4 gradients plus the start
     folder = tmp_path / "out" / "logit"
-    for name in ("table.md", "table.json", "routes.md", "reconstruction.json"):
+    for name in ("table.md", "table.json", "routes.md", "reconstruction.json", "ess_per_second.png"):
         assert (folder / name).is_file()
     assert Autoencoder.load(folder / "autoencoder").latent_dim == 2

@@ -14,8 +14,10 @@ A ``latent_study`` step:
    sampler; the pilot's last draws are their starting points, its step size
    and metric those of the full-space HMC move;
 4. runs each sampler in ``samplers``: ``method = "ae-hmc"`` (``n_steps``,
-   ``exact``, ``route = "chain-rule" | "stan"``, ``encoded_momentum``), ``"ae-pcn"`` (``exact``,
-   ``step``) or ``"hmc"`` (the full-space move alone, ``n_steps``).
+   ``exact``, ``route = "chain-rule" | "stan"``, ``encoded_momentum``),
+   ``"ae-pcn"`` (``exact``, ``step``), ``"latent-nuts"`` (Stan NUTS on the
+   latent Stan program with ``warmup``, its draws decoded: the paper's
+   pipeline, approximate) or ``"hmc"`` (the full-space move alone, ``n_steps``).
    Latent step sizes are tuned to an acceptance rate during ``tune``
    iterations (charged). The exact modes alternate the latent move with a
    full-space HMC move of ``complement_steps`` leapfrog steps, which they need
@@ -26,9 +28,10 @@ tuning charged; ESS per second and its ratio to NUTS; test accuracy; bias
 against the reference: the largest error of a posterior mean in reference sds,
 the range of sd ratios, the largest z-score, the largest error of a
 predictive probability; ``exact`` says which samplers leave pi invariant),
-``routes.md`` (seconds per latent potential-and-gradient by the chain rule
-through the NumPy decoder and by the latent Stan program),
-``autoencoder/`` (the trained model) and ``reconstruction.json``.
+``ess_per_second.png`` (a bar per sampler), ``routes.md`` (seconds per
+latent potential-and-gradient by the chain rule through the NumPy decoder
+and by the latent Stan program), ``autoencoder/`` (the trained model) and
+``reconstruction.json``.
 """
 
 from __future__ import annotations
@@ -47,6 +50,7 @@ from stanaccel.latent import Autoencoder, AutoencoderHMC, AutoencoderPCN, decode
 from stanaccel.programs import program_path
 from stanaccel.stan import StanModel, compile_program
 from stanaccel.stan.nuts import sample_nuts
+from stanaccel.workflow.approximation_study import plot_ess_per_second
 from stanaccel.workflow.tables import write_table
 
 METHODS = ("ae-hmc", "ae-pcn", "hmc", "latent-nuts")
@@ -164,6 +168,7 @@ def latent_study_step(step: dict[str, Any], context, seed: int) -> dict[str, Any
                          X_test, y_test))  # fmt: skip
         print(f"    {_brief(rows[-1])}", flush=True)
     table = write_table(folder, "table", rows, COLUMNS)
+    plot_ess_per_second(rows, folder / "ess_per_second.png")
     print(table)
     return {"rows": rows, "reconstruction": reconstruction}
 
