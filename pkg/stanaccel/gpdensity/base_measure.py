@@ -1,0 +1,60 @@
+"""The base density pi(x) of the GP density model: a Gaussian with learned mean and covariance.
+
+The hyperparameters theta_pi are the mean and the covariance's Cholesky
+factor, with the diagonal on the log scale, so a Metropolis-Hastings random
+walk on them keeps the covariance positive definite.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.linalg import solve_triangular
+
+
+@dataclass(frozen=True)
+class GaussianBase:
+    """pi(x) = N(x | mean, chol chol^T); the support is all of R^dim."""
+
+    mean: np.ndarray
+    chol: np.ndarray
+
+    @classmethod
+    def fit(cls, points: np.ndarray) -> GaussianBase:
+        """The Gaussian with the points' mean and covariance (the sampler's start)."""
+        points = np.atleast_2d(points)
+        cov = np.atleast_2d(np.cov(points, rowvar=False)) + 1e-9 * np.eye(points.shape[1])
+        return cls(points.mean(axis=0), np.linalg.cholesky(cov))
+
+    @property
+    def dim(self) -> int:
+        return self.mean.shape[0]
+
+    def sample(self, n: int, rng: np.random.Generator) -> np.ndarray:
+        return self.mean + rng.standard_normal((n, self.dim)) @ self.chol.T
+
+    def logpdf(self, x: np.ndarray) -> np.ndarray:
+        w = solve_triangular(self.chol, (np.atleast_2d(x) - self.mean).T, lower=True)
+        return (
+            -0.5 * np.sum(w**2, axis=0)
+            - np.sum(np.log(np.diag(self.chol)))
+            - 0.5 * self.dim * np.log(2 * np.pi)
+        )
+
+    def parameters(self) -> np.ndarray:
+        """(mean, lower triangle of chol with log diagonal) as one vector."""
+        tri = self.chol[np.tril_indices(self.dim)].copy()
+        diagonal = np.tril_indices(self.dim)[0] == np.tril_indices(self.dim)[1]
+        tri[diagonal] = np.log(tri[diagonal])
+        return np.concatenate([self.mean, tri])
+
+    @classmethod
+    def from_parameters(cls, values: np.ndarray, dim: int) -> GaussianBase:
+        values = np.asarray(values, dtype=float)
+        chol = np.zeros((dim, dim))
+        rows, cols = np.tril_indices(dim)
+        tri = values[dim:].copy()
+        tri[rows == cols] = np.exp(tri[rows == cols])
+        chol[rows, cols] = tri
+        return cls(values[:dim].copy(), chol)
