@@ -9,8 +9,15 @@ from scipy.integrate import quad
 from scipy.special import expit
 from scipy.stats import kstest, norm
 
+from stanaccel.diagnostics import to_inference_data
 from stanaccel.gpdensity import GaussianBase, GibbsSampler, SquaredExponential
-from stanaccel.gpdensity.gibbs import gaussian_conditional, sample_data_marks, sample_events, sample_mu0
+from stanaccel.gpdensity.gibbs import (
+    gaussian_conditional,
+    inference_groups,
+    sample_data_marks,
+    sample_events,
+    sample_mu0,
+)
 
 
 def test_gaussian_conditional_matches_brute_force_linear_algebra():
@@ -97,6 +104,9 @@ def test_density_estimate_beats_the_base_measure():
     assert hellinger(estimate) < 0.7 * hellinger(base), (hellinger(estimate), hellinger(base))
     assert abs(estimate.sum() * dx - 1) < 0.05
     assert out["n_events"].shape == (80,) and np.all(out["rate"] > 0)
+    idata = to_inference_data(inference_groups([out]))
+    assert idata.posterior["density"].shape == (1, 80, 81)
+    assert idata.posterior["lambda"].shape == (1, 80) and idata.posterior.attrs["exact"]
 
 
 @pytest.mark.parametrize(

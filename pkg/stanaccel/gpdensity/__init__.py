@@ -4,6 +4,6 @@ variational method and a Stan baseline).
 
 from stanaccel.gpdensity.base_measure import GaussianBase
 from stanaccel.gpdensity.covariance import SquaredExponential
-from stanaccel.gpdensity.gibbs import GibbsSampler, GibbsState
+from stanaccel.gpdensity.gibbs import GibbsSampler, GibbsState, inference_groups
 
-__all__ = ["GaussianBase", "GibbsSampler", "GibbsState", "SquaredExponential"]
+__all__ = ["GaussianBase", "GibbsSampler", "GibbsState", "SquaredExponential", "inference_groups"]

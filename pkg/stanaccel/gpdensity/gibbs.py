@@ -281,3 +281,15 @@ class GibbsSampler:
         out = {k: np.asarray(v) for k, v in record.items() if v}
         out["acceptance"] = {k: self.accepted[k] / max(self.proposed[k], 1) for k in self.accepted}
         return out
+
+
+def inference_groups(runs: list[dict]) -> dict:
+    """Groups for ``stanaccel.diagnostics.to_inference_data`` from one or more ``GibbsSampler.run``
+    outputs (one per chain, same lengths): lambda, M, mu0, the hyperparameters and the density."""
+    names = [k for k in runs[0] if k != "acceptance"]
+    posterior = {k: np.stack([run[k] for run in runs]) for k in names}
+    posterior["lambda"] = posterior.pop("rate")
+    attrs = {"sampler": "gp_density_gibbs", "exact": True}
+    for kind in ("kernel", "base"):
+        attrs[f"{kind}_acceptance"] = float(np.mean([run["acceptance"][kind] for run in runs]))
+    return {"posterior": posterior, "attrs": attrs}
