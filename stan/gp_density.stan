@@ -7,6 +7,9 @@
 // 1/sqrt(R). Kernel: squared exponential with one lengthscale per dimension.
 // Hyperpriors as the Gibbs sampler's (stanaccel.gpdensity.gibbs): log amplitude ~ N(0, 1.5^2),
 // log lengthscale_d ~ N(log scale_d, 1.5^2), mu0 ~ N(0, mu0_sd^2); flat on the base measure.
+// Status (work in progress): with these priors NUTS degenerates (amplitude grows, step size
+// collapses): a finite normaliser sample lets g rise at the data and fall at the R points. A
+// lengthscale prior that keeps g smooth on the scale of the points is the next thing to try.
 data {
   int<lower=1> N;
   int<lower=1> D;

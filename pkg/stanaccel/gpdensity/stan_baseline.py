@@ -5,6 +5,11 @@ Z = E_pi[sigma(g)] is the average of sigma(g) over R fixed standard-normal
 draws mapped through the learned base measure, and g lives only at the
 data, those R points and the output grid. Its Monte Carlo error falls as
 1/sqrt(R), and every gradient costs O((N + R + G)^3).
+
+Work in progress: with the program's current hyperpriors NUTS degenerates
+on a 100-point 1-D mixture (R = 100: amplitude about 3e4, step size 1e-4,
+non-finite density draws), because a finite normaliser sample lets g rise
+at the data and fall at the normaliser points. Not yet a usable baseline.
 """
 
 from __future__ import annotations
