@@ -82,8 +82,12 @@ class _LatentMoves:
         self.sum_acceptance = 0.0
 
     def summary(self, state: State) -> dict:
-        """Mean acceptance probability of the latent moves, and the mode."""
-        return {"latent_acceptance": self.sum_acceptance / max(self.n_proposals, 1), "mode": self.note}
+        """Mean acceptance probability of the latent moves, latent potential evaluations, and the mode."""
+        return {
+            "latent_acceptance": self.sum_acceptance / max(self.n_proposals, 1),
+            "latent_evaluations": self.n_latent_evaluations,
+            "mode": self.note,
+        }
 
     def step(self, state: State, rng: np.random.Generator) -> tuple[State, Info]:
         state, info = self._propose(state, rng)
