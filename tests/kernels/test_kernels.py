@@ -43,6 +43,14 @@ def z_limit(n_scores: int, family_alpha: float = 1e-3) -> float:
     return float(norm.ppf(1 - family_alpha / (2 * n_scores)))
 
 
+def assert_moments_within_mcse(positions: np.ndarray, mean: np.ndarray, sd: np.ndarray) -> None:
+    """Draws (chains, draws, dim) have every mean and sd within the Bonferroni MCSE bound of the truth."""
+    idata = to_inference_data({"posterior": {"theta": positions}})
+    z_mean, z_sd = mcse_z_scores(idata, "theta", mean, sd)
+    limit = z_limit(2 * len(mean))
+    assert np.all(np.abs(z_mean) < limit) and np.all(np.abs(z_sd) < limit), (z_mean, z_sd)
+
+
 def hmc_for(density, level, betas):
     return HMC(density, step_size=0.12 / np.sqrt(len(DATA["x"]) * betas[level] + 1), n_steps=8)
 

@@ -199,6 +199,21 @@ def _bias(posterior: Posterior, reference: Posterior) -> dict[str, float]:
     }
 
 
+def _efficiency(metrics: dict, evaluations: int, nuts_row: dict | None) -> dict[str, float]:
+    """ESS, ESS per second (all charged, and sampling only) and their ratios to the NUTS row."""
+    return {
+        "ess_bulk_min": metrics["ess_bulk_min"],
+        "ess_per_second": metrics["ess_per_second"],
+        "ess_per_second_sampling": metrics["ess_per_second_sampling"],
+        "vs_nuts": 1.0 if nuts_row is None else metrics["ess_per_second"] / nuts_row["ess_per_second"],
+        "vs_nuts_sampling": 1.0
+        if nuts_row is None
+        else metrics["ess_per_second_sampling"] / nuts_row["ess_per_second_sampling"],
+        "rhat_max": metrics["rhat_max"],
+        "ess_per_1000_evaluations": 1000 * metrics["ess_bulk_min"] / max(int(evaluations), 1),
+    }
+
+
 def _nuts_row(fit, seconds, nuts, reference, X_test, y_test) -> dict[str, Any]:
     posterior = Posterior(fit.draws_unconstrained, X_test, y_test)
     warmup_share = fit.warmup_sample_stats["n_steps"].sum() / max(fit.gradient_evaluations, 1)
@@ -211,15 +226,9 @@ def _nuts_row(fit, seconds, nuts, reference, X_test, y_test) -> dict[str, Any]:
         "exact": True,
         "settings": f"{nuts['warmup']} warm-up + {nuts['draws']} draws",
         "seconds": seconds,
-        "ess_bulk_min": metrics["ess_bulk_min"],
-        "ess_per_second": metrics["ess_per_second"],
-        "ess_per_second_sampling": metrics["ess_per_second_sampling"],
-        "vs_nuts": 1.0,
-        "vs_nuts_sampling": 1.0,
-        "rhat_max": metrics["rhat_max"],
+        **_efficiency(metrics, fit.gradient_evaluations, None),
         "acceptance": float(np.mean(fit.sample_stats["acceptance_rate"])),
         "evaluations_per_iteration": fit.gradient_evaluations / iterations,
-        "ess_per_1000_evaluations": 1000 * metrics["ess_bulk_min"] / max(fit.gradient_evaluations, 1),
         **_bias(posterior, reference),
     }
 
@@ -235,17 +244,11 @@ def _row(run, spec, name, settings, charged, tuned, nuts_row, reference, X_test,
         "settings": settings + ("" if tuned is None else f", tuned step {tuned:.3g}"),
         "seconds": run.wall_seconds + charged,
         "charged_seconds": charged,
-        "ess_bulk_min": metrics["ess_bulk_min"],
-        "ess_per_second": metrics["ess_per_second"],
-        "ess_per_second_sampling": metrics["ess_per_second_sampling"],
-        "vs_nuts": metrics["ess_per_second"] / nuts_row["ess_per_second"],
-        "vs_nuts_sampling": metrics["ess_per_second_sampling"] / nuts_row["ess_per_second_sampling"],
-        "rhat_max": metrics["rhat_max"],
+        **_efficiency(metrics, run.evaluations.sum(), nuts_row),
         "acceptance": float(np.mean([s.get("latent_acceptance", np.nan) for s in run.summaries]))
         if run.summaries and run.summaries[0]
         else float(np.mean(run.acceptance_probability)),
         "evaluations_per_iteration": run.evaluations.sum() / iterations,
-        "ess_per_1000_evaluations": 1000 * metrics["ess_bulk_min"] / max(int(run.evaluations.sum()), 1),
         **_bias(posterior, reference),
         "spec": spec,
     }
@@ -269,15 +272,9 @@ def _latent_nuts_row(spec, latent_model, maps, starts, draws, seed, charged, nut
         "settings": f"latent Stan program, {warmup} warm-up + {draws} draws, decoded",
         "seconds": seconds + charged,
         "charged_seconds": charged,
-        "ess_bulk_min": metrics["ess_bulk_min"],
-        "ess_per_second": metrics["ess_per_second"],
-        "ess_per_second_sampling": metrics["ess_per_second_sampling"],
-        "vs_nuts": metrics["ess_per_second"] / nuts_row["ess_per_second"],
-        "vs_nuts_sampling": metrics["ess_per_second_sampling"] / nuts_row["ess_per_second_sampling"],
-        "rhat_max": metrics["rhat_max"],
+        **_efficiency(metrics, fit.gradient_evaluations, nuts_row),
         "acceptance": float(np.mean(fit.sample_stats["acceptance_rate"])),
         "evaluations_per_iteration": fit.gradient_evaluations / (len(starts) * (warmup + draws)),
-        "ess_per_1000_evaluations": 1000 * metrics["ess_bulk_min"] / max(fit.gradient_evaluations, 1),
         **_bias(posterior, reference),
         "spec": spec,
     }
