@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 from scipy.linalg import solve_triangular
+from scipy.stats import norm, qmc
 
 
 @dataclass(frozen=True)
@@ -33,6 +34,12 @@ class GaussianBase:
 
     def sample(self, n: int, rng: np.random.Generator) -> np.ndarray:
         return self.mean + rng.standard_normal((n, self.dim)) @ self.chol.T
+
+    def quasi_sample(self, n: int, seed: int = 0) -> np.ndarray:
+        """n scrambled-Sobol points mapped through pi: integrals over pi by quasi-Monte Carlo, whose
+        error falls almost as 1/n in low dimension rather than 1/sqrt(n)."""
+        unit = qmc.Sobol(self.dim, scramble=True, seed=seed).random(n)
+        return self.mean + norm.ppf(unit) @ self.chol.T
 
     def logpdf(self, x: np.ndarray) -> np.ndarray:
         w = solve_triangular(self.chol, (np.atleast_2d(x) - self.mean).T, lower=True)

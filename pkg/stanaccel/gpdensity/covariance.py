@@ -71,6 +71,18 @@ def conditional_draw(
     return conditional_mean + L @ rng.standard_normal(len(new))
 
 
+def conditional_marginals(
+    kernel: SquaredExponential, points: np.ndarray, g_points: np.ndarray, new: np.ndarray, mean: float
+) -> tuple[np.ndarray, np.ndarray]:
+    """Mean and variance of g at each of ``new`` given g at ``points``: O(n |new|) after one factorisation,
+    for evaluating the density at many points where the joint draw would cost O(|new|^3)."""
+    factor = cho_factor(kernel(points), lower=True)
+    cross = kernel(points, new)
+    half = solve_triangular(factor[0], cross, lower=True)
+    variance = kernel.amplitude**2 - np.sum(half**2, axis=0)
+    return mean + cross.T @ cho_solve(factor, g_points - mean), np.maximum(variance, 0.0)
+
+
 def log_gp_density(kernel: SquaredExponential, points: np.ndarray, g: np.ndarray, mean: float) -> float:
     """log N(g | mean, K(points)), the GP prior density of g at the points."""
     L = np.linalg.cholesky(kernel(points))

@@ -1,0 +1,387 @@
+"""Mean-field variational inference for the sigmoidal GP density model (Donner & Opper, Algorithm 2).
+
+The posterior over the augmented variables is approximated by
+q = q1(omega_N, Pi) q2(lambda, g), with
+
+- q(omega_n) = PG(1, c_n), c_n = sqrt(E[g(x_n)^2]);
+- q(Pi): a marked Poisson process with intensity
+  Lambda_1(x, omega) = lambda_1 pi(x) exp(-g_1(x)/2) / (2 cosh(c(x)/2)) PG(omega | 1, c(x)),
+  lambda_1 = exp(E[ln lambda]), g_1 = E[g], c = sqrt(E[g^2]);
+- q(lambda) = Gamma(alpha, 1), alpha = N + int Lambda_1;
+- q(g) = p(g | g_s) q(g_s): a sparse GP with L inducing points, q(g_s) Gaussian
+  in closed form (the paper's effective likelihood).
+
+Integrals over X use R fixed standard-normal draws eps_r mapped through the
+base measure, x_r = mean + chol eps_r (importance sampling from pi; the
+points move with pi's hyperparameters, so the bound is differentiable in
+them). The inducing values are kept whitened, g_s = mu0 + L_s u, so
+q(u) = N(m, S) against a N(0, I) prior.
+
+The bound. Putting the optimal q1 (given q2) into the ELBO gives
+
+    F = N psi(alpha) + sum_n ln pi(x_n) + sum_n [g_1(x_n)/2 - ln 2 - ln cosh(c_n/2)]
+        + exp(psi(alpha)) mean_r rho(x_r) + ln Gamma(alpha) - alpha psi(alpha) - KL(q(u) || N(0, I)),
+
+rho(x) = exp(-g_1(x)/2) / (2 cosh(c(x)/2)), up to a constant from the improper
+prior 1/lambda. F is the ELBO maximised over q1, so it is itself a lower bound.
+Each iteration (i) sets q(u) to the paper's closed form given the q1 that is
+optimal at the current q(u), (ii) sets alpha to the root of alpha = N +
+exp(psi(alpha)) mean_r rho(x_r) (q(lambda)'s optimum given the optimal q1) and
+(iii) takes Adam steps on the hyperparameters (kernel, base measure, mu0) by
+the gradient of F (exact, by TensorFlow). Steps (i) and (ii) never decrease F;
+the Adam steps usually increase it. The same hyperpriors as the Gibbs sampler
+are added to the objective (log amplitude ~ N(0, 1.5^2), log lengthscale_d ~
+N(log sd_d, 1.5^2), mu0 ~ N(0, 2^2)): without mu0's, the bound keeps rising
+slowly as mu0 falls, for the reason the Gibbs module gives.
+
+This is an approximate method: q is not the posterior (mean field, sparse GP,
+importance-sampled integrals). The inducing points stay where they were put:
+half at k-means centres of the data, half drawn from the initial base measure.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+from scipy.special import digamma, expit, gammaln, polygamma
+
+from stanaccel.gpdensity.base_measure import GaussianBase
+from stanaccel.gpdensity.covariance import JITTER, SquaredExponential
+from stanaccel.gpdensity.gibbs import HYPER_PRIOR_SD, check_data
+from stanaccel.gpdensity.inducing import inducing_points
+
+NOTE = "approximate: mean-field variational posterior with a sparse GP; not the exact posterior"
+
+
+def _tensorflow():
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    os.environ.setdefault("KERAS_BACKEND", "tensorflow")
+    import keras
+    import tensorflow as tf
+
+    return tf, keras
+
+
+def solve_alpha(n_data: int, mean_rho: float) -> float:
+    """The root of alpha = N + exp(psi(alpha)) mean_rho (q(lambda)'s optimum), by Newton's method.
+
+    ``mean_rho`` < 1 always (rho <= sigma(-g_1) averaged), so the root is unique.
+    """
+    alpha = n_data / max(1.0 - mean_rho, 1e-12)
+    for _ in range(50):
+        value = alpha - n_data - np.exp(digamma(alpha)) * mean_rho
+        slope = 1 - np.exp(digamma(alpha)) * polygamma(1, alpha) * mean_rho
+        step = value / slope
+        alpha = max(alpha - step, 0.5 * alpha)
+        if abs(step) < 1e-10 * alpha:
+            break
+    return float(alpha)
+
+
+@dataclass
+class VariationalFit:
+    """The fitted q and the hyperparameters, with the bound's history."""
+
+    kernel: SquaredExponential
+    base: GaussianBase
+    mu0: float
+    inducing: np.ndarray
+    mean: np.ndarray  # m of q(u)
+    cov: np.ndarray  # S of q(u)
+    alpha: float
+    elbo: list[float] = field(default_factory=list)
+    objective: list[float] = field(default_factory=list)
+    seconds: float = 0.0
+    iterations: int = 0
+
+    def g_moments(self, points: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Mean and variance of g(x) under q(g) = p(g | g_s) q(g_s) at the points."""
+        L = np.linalg.cholesky(self.kernel(self.inducing))
+        phi = np.linalg.solve(L, self.kernel(self.inducing, points))
+        mean = self.mu0 + phi.T @ self.mean
+        prior_var = np.maximum(self.kernel.amplitude**2 - np.sum(phi**2, 0), 0.0)
+        return mean, prior_var + np.sum(phi * (self.cov @ phi), 0)
+
+    def density_draws(self, at: np.ndarray, n_draws: int, rng: np.random.Generator,
+                      n_normaliser: int = 4096) -> np.ndarray:  # fmt: skip
+        """Draws of sigma(g(x)) pi(x) / Z at ``at`` with g from q.
+
+        g(x) = mu0 + phi(x)^T u + sqrt(v(x)) e_x, u ~ q(u), v the conditional prior
+        variance given the inducing values, e_x independent per point: exact
+        marginals at each point (the joint of the small conditional part is
+        ignored). Z = E_pi[sigma(g)] from ``n_normaliser`` quasi-random points of pi.
+        """
+        at = np.asarray(at, dtype=float).reshape(-1, self.base.dim)
+        reference = self.base.quasi_sample(n_normaliser, seed=int(rng.integers(2**31)))
+        points = np.vstack([at, reference])
+        L = np.linalg.cholesky(self.kernel(self.inducing))
+        phi = np.linalg.solve(L, self.kernel(self.inducing, points))
+        prior_sd = np.sqrt(np.maximum(self.kernel.amplitude**2 - np.sum(phi**2, 0), 0.0))
+        u = self.mean + rng.standard_normal((n_draws, len(self.mean))) @ np.linalg.cholesky(self.cov).T
+        g = self.mu0 + u @ phi + prior_sd * rng.standard_normal((n_draws, len(points)))
+        normaliser = expit(g[:, len(at) :]).mean(axis=1, keepdims=True)
+        return expit(g[:, : len(at)]) * np.exp(self.base.logpdf(at)) / normaliser
+
+    def inference_groups(self, at: np.ndarray, n_draws: int = 500, seed: int = 0) -> dict:
+        """Groups for ``stanaccel.diagnostics.to_inference_data``: draws from q (one chain)."""
+        rng = np.random.default_rng(seed)
+        posterior = {
+            "density": self.density_draws(at, n_draws, rng)[None],
+            "lambda": rng.gamma(self.alpha, 1.0, size=(1, n_draws)),
+        }
+        attrs = {
+            "sampler": "gp_density_variational",
+            "exact": False,
+            "note": NOTE,
+            "mu0": self.mu0,
+            "amplitude": self.kernel.amplitude,
+            "lengthscales": self.kernel.lengthscales,
+            "base_mean": self.base.mean,
+            "base_chol": self.base.chol,
+            "elbo": self.elbo[-1] if self.elbo else float("nan"),
+            "iterations": self.iterations,
+        }
+        return {"posterior": posterior, "attrs": attrs}
+
+
+class VariationalDensity:
+    """Algorithm 2 for data (N, dim) with a Gaussian base measure.
+
+    Parameters
+    ----------
+    data : ndarray (N, dim) or (N,)
+    n_inducing : int
+        L, the number of inducing points (half k-means centres, half base draws).
+    n_importance : int
+        R, the fixed draws from pi that estimate the integrals over X.
+    learning_rate : float
+        Adam's step for the hyperparameters (log amplitude, log lengthscales,
+        base mean and log-Cholesky factor, mu0).
+    adam_steps : int
+        Adam steps per iteration.
+    update_hyperparameters : bool
+        False keeps the starting kernel, base measure and mu0 (the closed-form
+        updates alone, which never decrease the bound).
+    kernel, base, mu0 : optional starting values
+        Default: amplitude 1 and the data's sd per dimension; the data's
+        Gaussian; 0.
+    seed : int
+        Seeds the inducing points' draws, k-means and the importance sample.
+    """
+
+    exact = False
+    note = NOTE
+
+    def __init__(self, data, *, n_inducing: int = 50, n_importance: int = 2000, learning_rate: float = 0.02,
+                 adam_steps: int = 1, update_hyperparameters: bool = True,
+                 kernel: SquaredExponential | None = None, base: GaussianBase | None = None,
+                 mu0: float = 0.0, mu0_prior: tuple[float, float] = (0.0, 2.0), seed: int = 0):  # fmt: skip
+        self.data = check_data(data)
+        if n_importance < 1:
+            raise ValueError(f"n_importance must be at least 1, not {n_importance}")
+        self.scale = self.data.std(axis=0)
+        base = base or GaussianBase.fit(self.data)
+        kernel = kernel or SquaredExponential(1.0, self.scale)
+        if base.dim != self.data.shape[1]:
+            raise ValueError(f"the base measure has {base.dim} dimensions, the data {self.data.shape[1]}")
+        self.inducing = inducing_points(self.data, n_inducing, base, seed)
+        self.eps = np.random.default_rng(seed + 1).standard_normal((n_importance, self.data.shape[1]))
+        self.learning_rate = float(learning_rate)
+        self.adam_steps = int(adam_steps)
+        self.update_hyperparameters = bool(update_hyperparameters)
+        self.mu0_prior = (float(mu0_prior[0]), float(mu0_prior[1]))
+        self.start = (kernel, base, float(mu0))
+
+    # The bound as a TensorFlow function of the hyperparameters, for its gradient.
+
+    def _variables(self, kernel, base, mu0):
+        tf, _ = _tensorflow()
+        values = np.concatenate([kernel.log_parameters(), base.parameters(), [mu0]])
+        return tf.Variable(values, dtype=tf.float64)
+
+    def _unpack(self, theta: np.ndarray):
+        dim = self.data.shape[1]
+        kernel = SquaredExponential.from_log_parameters(theta[: 1 + dim])
+        base = GaussianBase.from_parameters(theta[1 + dim : -1], dim)
+        return kernel, base, float(theta[-1])
+
+    def _features(self, theta):
+        """phi = L_s^-1 k_s(x) and the conditional prior variance at the data and the importance points,
+        the importance points themselves and ln pi at the data (TensorFlow, differentiable in theta)."""
+        tf, _ = _tensorflow()
+        dim = self.data.shape[1]
+        log_amp, lengthscales = theta[0], tf.exp(theta[1 : 1 + dim])
+        mean = theta[1 + dim : 1 + 2 * dim]
+        chol = self._chol(theta[1 + 2 * dim : -1], dim)
+        importance = mean + tf.linalg.matmul(tf.constant(self.eps), chol, transpose_b=True)
+        points = tf.concat([tf.constant(self.data), importance], axis=0)
+        amp2 = tf.exp(2 * log_amp)
+
+        def k(a, b):
+            a, b = a / lengthscales, b / lengthscales
+            sq = (
+                tf.reduce_sum(tf.square(a), 1)[:, None]
+                + tf.reduce_sum(tf.square(b), 1)[None, :]
+                - 2 * tf.matmul(a, b, transpose_b=True)
+            )
+            return amp2 * tf.exp(-0.5 * tf.maximum(sq, 0.0))
+
+        Z = tf.constant(self.inducing)
+        Ks = k(Z, Z) + JITTER * amp2 * tf.eye(len(self.inducing), dtype=tf.float64)
+        Ls = tf.linalg.cholesky(Ks)
+        phi = tf.linalg.triangular_solve(Ls, k(Z, points), lower=True)
+        prior_var = tf.maximum(amp2 - tf.reduce_sum(tf.square(phi), 0), 0.0)
+        centred = tf.linalg.triangular_solve(chol, tf.transpose(tf.constant(self.data) - mean), lower=True)
+        log_pi = (
+            -0.5 * tf.reduce_sum(tf.square(centred), 0)
+            - tf.reduce_sum(tf.math.log(tf.linalg.diag_part(chol)))
+            - 0.5 * dim * np.log(2 * np.pi)
+        )
+        return phi, prior_var, log_pi, Ls
+
+    @staticmethod
+    def _chol(values, dim):
+        tf, _ = _tensorflow()
+        rows, cols = np.tril_indices(dim)
+        values = tf.where(tf.constant(rows == cols), tf.exp(values), values)
+        return tf.scatter_nd(np.stack([rows, cols], 1), values, (dim, dim))
+
+    def _bound(self, theta, m, S, alpha):
+        """F (see the module docstring, less ln Gamma(N) so that it bounds ln p(data | theta)) and F
+        plus the log hyperprior, as TensorFlow scalars; m, S, alpha are tensors."""
+        tf, _ = _tensorflow()
+        n, dim = self.data.shape
+        phi, prior_var, log_pi, _ = self._features(theta)
+        mu0 = theta[-1]
+        g1 = mu0 + tf.linalg.matvec(phi, m, transpose_a=True)
+        var = prior_var + tf.reduce_sum(phi * tf.matmul(S, phi), 0)
+        c = tf.sqrt(tf.square(g1) + var)
+        log_cosh = c / 2 + tf.math.softplus(-c) - np.log(2.0)  # ln cosh(c/2)
+        data_term = tf.reduce_sum(g1[:n] / 2 - np.log(2.0) - log_cosh[:n])
+        rho = tf.exp(-g1[n:] / 2 - log_cosh[n:] - np.log(2.0))
+        psi = tf.math.digamma(alpha)
+        kl = 0.5 * (
+            tf.linalg.trace(S) + tf.reduce_sum(tf.square(m)) - len(self.inducing) - tf.linalg.logdet(S)
+        )
+        elbo = (
+            n * psi + tf.reduce_sum(log_pi) + data_term + tf.exp(psi) * tf.reduce_mean(rho)
+            + tf.math.lgamma(alpha) - alpha * psi - kl - gammaln(n)
+        )  # fmt: skip
+        centre = np.log(np.concatenate([[1.0], self.scale]))
+        log_prior = -0.5 * tf.reduce_sum(
+            tf.square((theta[: 1 + dim] - centre) / HYPER_PRIOR_SD)
+        ) - 0.5 * tf.square((mu0 - self.mu0_prior[0]) / self.mu0_prior[1])
+        return elbo, elbo + log_prior
+
+    def _compiled(self):
+        """The bound, its gradient and the features as compiled TensorFlow functions (built once)."""
+        if not hasattr(self, "_functions"):
+            tf, _ = _tensorflow()
+
+            def gradient(theta, m, S, alpha):
+                with tf.GradientTape() as tape:
+                    tape.watch(theta)
+                    _, value = self._bound(theta, m, S, alpha)
+                return -tape.gradient(value, theta)
+
+            self._functions = {
+                "bound": tf.function(self._bound, autograph=False),
+                "gradient": tf.function(gradient, autograph=False),
+                "features": tf.function(self._features, autograph=False),
+            }
+        return self._functions
+
+    def bound(self, theta, m, S, alpha) -> tuple[float, float]:
+        """(F, F + log hyperprior) at hyperparameters ``theta`` and q = (m, S, alpha)."""
+        elbo, total = self._compiled()["bound"](theta, _tensor(m), _tensor(S), _tensor(alpha))
+        return float(elbo), float(total)
+
+    # The closed-form factors.
+
+    def _statistics(self, theta, m, S):
+        """phi, the conditional prior variance, g_1 and c at the data and importance points (NumPy)."""
+        phi, prior_var, _, _ = self._compiled()["features"](theta)
+        phi, prior_var = phi.numpy(), prior_var.numpy()
+        g1 = theta.numpy()[-1] + phi.T @ m
+        c = np.sqrt(g1**2 + prior_var + np.sum(phi * (S @ phi), 0))
+        return phi, g1, c
+
+    def update_q(self, theta, m, S, alpha):
+        """One round of the closed-form updates: q(u) given the optimal q1, then q(lambda).
+
+        Returns the new (m, S, alpha).
+        """
+        n = len(self.data)
+        mu0 = float(theta.numpy()[-1])
+        phi, g1, c = self._statistics(theta, m, S)
+        omega = _polyagamma_mean(c)
+        log_cosh = c / 2 + np.logaddexp(0, -c) - np.log(2.0)
+        intensity = np.exp(digamma(alpha)) * np.exp(-g1[n:] / 2 - log_cosh[n:] - np.log(2.0))
+        weights = np.concatenate([omega[:n], intensity * omega[n:] / len(self.eps)])
+        linear = np.concatenate([0.5 - omega[:n] * mu0, intensity * (-0.5 - omega[n:] * mu0) / len(self.eps)])
+        precision = np.eye(len(m)) + (phi * weights) @ phi.T
+        chol = np.linalg.cholesky(precision)
+        S = np.linalg.solve(chol.T, np.linalg.solve(chol, np.eye(len(m))))
+        m = S @ (phi @ linear)
+        _, g1, c = self._statistics(theta, m, S)
+        log_cosh = c / 2 + np.logaddexp(0, -c) - np.log(2.0)
+        alpha = solve_alpha(n, float(np.mean(np.exp(-g1[n:] / 2 - log_cosh[n:] - np.log(2.0)))))
+        return m, S, alpha
+
+    def fit(self, iterations: int = 300, *, tol: float = 1e-6, patience: int = 10,
+            progress: bool = False) -> VariationalFit:  # fmt: skip
+        """Iterate the closed-form updates and Adam steps until the bound's relative change stays
+        below ``tol`` for ``patience`` iterations (or ``iterations`` are done)."""
+        _, keras = _tensorflow()
+        started = time.perf_counter()
+        theta = self._variables(*self.start)
+        n_inducing = len(self.inducing)
+        m, S, alpha = np.zeros(n_inducing), np.eye(n_inducing), float(len(self.data))
+        optimizer = keras.optimizers.Adam(self.learning_rate)
+        elbo, objective, quiet = [], [], 0
+        bar = _progress(iterations, progress)
+        for i in range(iterations):
+            m, S, alpha = self.update_q(theta, m, S, alpha)
+            if self.update_hyperparameters:
+                for _ in range(self.adam_steps):
+                    gradient = self._compiled()["gradient"](
+                        theta.read_value(), _tensor(m), _tensor(S), _tensor(alpha)
+                    )
+                    optimizer.apply_gradients([(gradient, theta)])
+            bound, total = self.bound(theta, m, S, alpha)
+            elbo.append(bound)
+            objective.append(total)
+            bar.update(1)
+            bar.set_postfix(elbo=f"{elbo[-1]:.2f}")
+            if i and abs(objective[-1] - objective[-2]) < tol * abs(objective[-1]):
+                quiet += 1
+                if quiet >= patience:
+                    break
+            else:
+                quiet = 0
+        bar.close()
+        kernel, base, mu0 = self._unpack(theta.numpy())
+        return VariationalFit(kernel, base, mu0, self.inducing, m, S, alpha, elbo, objective,
+                              time.perf_counter() - started, len(elbo))  # fmt: skip
+
+
+def _tensor(value):
+    tf, _ = _tensorflow()
+    return tf.constant(value, dtype=tf.float64)
+
+
+def _polyagamma_mean(c: np.ndarray) -> np.ndarray:
+    """E[omega] for omega ~ PG(1, c): tanh(c/2) / (2c), 1/4 at c = 0."""
+    c = np.abs(c)
+    small = c < 1e-6
+    safe = np.where(small, 1.0, c)
+    return np.where(small, 0.25 - c**2 / 48, np.tanh(safe / 2) / (2 * safe))
+
+
+def _progress(total: int, show: bool):
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, disable=not show, desc="variational", leave=False)
