@@ -1,17 +1,20 @@
 """The sigmoidal GP density model (Donner & Opper): the Polya-Gamma Gibbs sampler and the data of
-its Stan baseline (``stan/gp_density.stan``); the variational method is to come.
+its Stan baseline (``stan/gp_density.stan``), and the mean-field variational method with a sparse GP.
 """
 
 from stanaccel.gpdensity.base_measure import GaussianBase
 from stanaccel.gpdensity.covariance import SquaredExponential
 from stanaccel.gpdensity.gibbs import GibbsSampler, GibbsState, inference_groups
 from stanaccel.gpdensity.stan_baseline import stan_data
+from stanaccel.gpdensity.variational import VariationalDensity, VariationalFit
 
 __all__ = [
     "GaussianBase",
     "GibbsSampler",
     "GibbsState",
     "SquaredExponential",
+    "VariationalDensity",
+    "VariationalFit",
     "inference_groups",
     "stan_data",
 ]
