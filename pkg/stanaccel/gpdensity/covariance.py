@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.linalg import cho_factor, cho_solve, solve_triangular
+from scipy.linalg import cho_solve, solve_triangular
 
 JITTER = 1e-6  # relative to amplitude^2, added to the diagonal of every kernel matrix
 
@@ -55,14 +55,18 @@ def conditional_draw(
     new: np.ndarray,
     mean: float,
     rng: np.random.Generator,
+    chol: np.ndarray | None = None,
 ) -> np.ndarray:
-    """A joint draw of g at ``new`` given g at ``points`` (the GP prior conditioned on them)."""
+    """A joint draw of g at ``new`` given g at ``points`` (the GP prior conditioned on them).
+
+    ``chol``: the lower Cholesky factor of ``kernel(points)`` if already known.
+    """
     if len(new) == 0:
         return np.empty(0)
     if len(points) == 0:
         L = np.linalg.cholesky(kernel(new))
         return mean + L @ rng.standard_normal(len(new))
-    factor = cho_factor(kernel(points), lower=True)
+    factor = (np.linalg.cholesky(kernel(points)) if chol is None else chol, True)
     cross = kernel(points, new)
     conditional_mean = mean + cross.T @ cho_solve(factor, g_points - mean)
     half = solve_triangular(factor[0], cross, lower=True)
@@ -72,11 +76,17 @@ def conditional_draw(
 
 
 def conditional_marginals(
-    kernel: SquaredExponential, points: np.ndarray, g_points: np.ndarray, new: np.ndarray, mean: float
+    kernel: SquaredExponential,
+    points: np.ndarray,
+    g_points: np.ndarray,
+    new: np.ndarray,
+    mean: float,
+    chol: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Mean and variance of g at each of ``new`` given g at ``points``: O(n |new|) after one factorisation,
-    for evaluating the density at many points where the joint draw would cost O(|new|^3)."""
-    factor = cho_factor(kernel(points), lower=True)
+    for evaluating the density at many points where the joint draw would cost O(|new|^3).
+    ``chol``: the lower Cholesky factor of ``kernel(points)`` if already known."""
+    factor = (np.linalg.cholesky(kernel(points)) if chol is None else chol, True)
     cross = kernel(points, new)
     half = solve_triangular(factor[0], cross, lower=True)
     variance = kernel.amplitude**2 - np.sum(half**2, axis=0)

@@ -33,7 +33,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 from polyagamma import random_polyagamma
-from scipy.linalg import cho_factor, cho_solve
+from scipy.linalg import cho_solve, solve_triangular
 from scipy.special import expit
 
 from stanaccel.gpdensity.base_measure import GaussianBase
@@ -60,6 +60,7 @@ class GibbsState:
     mu0: float
     kernel: SquaredExponential
     base: GaussianBase
+    chol: np.ndarray | None = None  # Cholesky factor of the kernel matrix at data and events, if known
 
 
 def check_data(data: np.ndarray) -> np.ndarray:
@@ -105,28 +106,39 @@ def sample_events(
     return proposals[keep], g[keep], _polyagamma(g[keep], rng), n_proposed
 
 
-def gaussian_conditional(K: np.ndarray, omega: np.ndarray, u: np.ndarray, mu0: float):
-    """Mean and a square root S (Sigma = S S^T) of g's conditional, Sigma = (D + K^-1)^-1.
+@dataclass
+class GaussianConditional:
+    """g's conditional N(mean, Sigma), Sigma = (D + K^-1)^-1 = L (I + L^T D L)^-1 L^T with K = L L^T
+    and I + L^T D L = C C^T: stable when some omega are tiny, and drawn by triangular solves."""
 
-    Computed as Sigma = L (I + L^T D L)^-1 L^T with K = L L^T, which stays
-    stable when some omega are tiny.
-    """
+    mean: np.ndarray
+    L: np.ndarray
+    C: np.ndarray
+
+    def draw(self, rng: np.random.Generator) -> np.ndarray:
+        z = rng.standard_normal(len(self.mean))
+        return self.mean + self.L @ solve_triangular(self.C, z, lower=True, trans="T")
+
+    def covariance(self) -> np.ndarray:
+        root = self.L @ np.linalg.inv(self.C).T
+        return root @ root.T
+
+
+def gaussian_conditional(K: np.ndarray, omega: np.ndarray, u: np.ndarray, mu0: float) -> GaussianConditional:
+    """g at the N + M points given omega: mean Sigma (u + K^-1 mu0 1), covariance Sigma."""
     L = np.linalg.cholesky(K)
     A = np.eye(len(K)) + (L.T * omega) @ L
     C = np.linalg.cholesky(A)
-    rhs = L.T @ u + np.linalg.solve(L, np.full(len(K), mu0))
-    mean = L @ cho_solve((C, True), rhs)
-    root = L @ np.linalg.inv(C).T
-    return mean, root
+    rhs = L.T @ u + solve_triangular(L, np.full(len(K), mu0), lower=True)
+    return GaussianConditional(L @ cho_solve((C, True), rhs), L, C)
 
 
-def sample_mu0(K: np.ndarray, g: np.ndarray, rng: np.random.Generator, prior: tuple[float, float]) -> float:
-    """mu0 | g, Gaussian: prior N(m, s^2) times N(g | mu0 1, K).
+def sample_mu0(L: np.ndarray, g: np.ndarray, rng: np.random.Generator, prior: tuple[float, float]) -> float:
+    """mu0 | g, Gaussian: prior N(m, s^2) times N(g | mu0 1, K), with K = L L^T.
 
     Precision ``1/s^2 + 1^T K^-1 1``, mean ``(m/s^2 + 1^T K^-1 g) / precision``.
     """
-    factor = cho_factor(K, lower=True)
-    w = cho_solve(factor, np.ones(len(g)))
+    w = cho_solve((L, True), np.ones(len(g)))
     m, s = prior
     precision = 1 / s**2 + float(w.sum())
     return float(rng.normal((m / s**2 + w @ g) / precision, 1 / np.sqrt(precision)))
@@ -201,17 +213,17 @@ class GibbsSampler:
         points, g_all = self.points(state), np.concatenate([state.g_data, state.g_events])
 
         def g_at(proposals, points=points, g_all=g_all):
-            return conditional_draw(state.kernel, points, g_all, proposals, state.mu0, rng)
+            return conditional_draw(state.kernel, points, g_all, proposals, state.mu0, rng, chol=state.chol)
 
         events, _, omega_events, _ = sample_events(rate, state.base, g_at, rng)
         points = np.vstack([self.data, events])
         K = state.kernel(points)
         u = np.concatenate([np.full(n, 0.5), np.full(len(events), -0.5)])
-        mean, root = gaussian_conditional(K, np.concatenate([omega_data, omega_events]), u, state.mu0)
-        g = mean + root @ rng.standard_normal(len(points))
-        mu0 = sample_mu0(K, g, rng, self.mu0_prior)
+        conditional = gaussian_conditional(K, np.concatenate([omega_data, omega_events]), u, state.mu0)
+        g = conditional.draw(rng)
+        mu0 = sample_mu0(conditional.L, g, rng, self.mu0_prior)
         state = GibbsState(
-            events, g[:n], g[n:], omega_data, omega_events, rate, mu0, state.kernel, state.base
+            events, g[:n], g[n:], omega_data, omega_events, rate, mu0, state.kernel, state.base, conditional.L
         )
         if (iteration + 1) % self.hyper_every == 0:
             state = self._update_kernel(state, points, g, rng)
@@ -233,7 +245,7 @@ class GibbsSampler:
         self.proposed["kernel"] += 1
         if np.log(rng.random()) < log_ratio:
             self.accepted["kernel"] += 1
-            return replace(state, kernel=proposal)
+            return replace(state, kernel=proposal, chol=None)
         return state
 
     def _update_base(self, state, points, rng) -> GibbsState:
@@ -262,40 +274,50 @@ class GibbsSampler:
         reference = state.base.quasi_sample(n_normaliser, seed=int(rng.integers(2**31)))
         g_all = np.concatenate([state.g_data, state.g_events])
         mean, variance = conditional_marginals(state.kernel, self.points(state), g_all,
-                                               np.vstack([at, reference]), state.mu0)  # fmt: skip
+                                               np.vstack([at, reference]), state.mu0, state.chol)  # fmt: skip
         g = mean + np.sqrt(variance) * rng.standard_normal(len(mean))
         normaliser = np.mean(expit(g[len(at) :]))
         return expit(g[: len(at)]) * np.exp(state.base.logpdf(at)) / normaliser
 
     def run(self, iterations: int, *, warmup: int = 0, seed: int = 0, at: np.ndarray | None = None,
-            n_normaliser: int = 4096) -> dict:  # fmt: skip
-        """Run the sampler; keep the hyperparameters, lambda, M and (at ``at``) the density per draw."""
+            n_normaliser: int = 4096, density_every: int = 1, progress: bool = False) -> dict:  # fmt: skip
+        """Run the sampler; keep the hyperparameters, lambda, M and (at ``at``, every ``density_every``
+        kept iteration) the density. Ctrl-C stops it early and keeps what was drawn (``interrupted``)."""
+        from tqdm.auto import tqdm
+
         rng = np.random.default_rng(seed)
         state = self.init(rng)
         record: dict[str, list] = {k: [] for k in ("rate", "n_events", "mu0", "amplitude", "lengthscales",
                                                      "base_mean", "base_chol", "density")}  # fmt: skip
-        for i in range(warmup + iterations):
-            state = self.step(state, i, rng)
-            if i < warmup:
-                continue
-            record["rate"].append(state.rate)
-            record["n_events"].append(len(state.events))
-            record["mu0"].append(state.mu0)
-            record["amplitude"].append(state.kernel.amplitude)
-            record["lengthscales"].append(state.kernel.lengthscales)
-            record["base_mean"].append(state.base.mean)
-            record["base_chol"].append(state.base.chol)
-            if at is not None:
-                record["density"].append(self.density(state, at, rng, n_normaliser))
+        interrupted = False
+        with tqdm(total=warmup + iterations, disable=not progress, desc="Gibbs", leave=False) as bar:
+            try:
+                for i in range(warmup + iterations):
+                    state = self.step(state, i, rng)
+                    bar.update(1)
+                    if i < warmup:
+                        continue
+                    record["rate"].append(state.rate)
+                    record["n_events"].append(len(state.events))
+                    record["mu0"].append(state.mu0)
+                    record["amplitude"].append(state.kernel.amplitude)
+                    record["lengthscales"].append(state.kernel.lengthscales)
+                    record["base_mean"].append(state.base.mean)
+                    record["base_chol"].append(state.base.chol)
+                    if at is not None and (i - warmup) % density_every == 0:
+                        record["density"].append(self.density(state, at, rng, n_normaliser))
+            except KeyboardInterrupt:
+                interrupted = True
         out = {k: np.asarray(v) for k, v in record.items() if v}
         out["acceptance"] = {k: self.accepted[k] / max(self.proposed[k], 1) for k in self.accepted}
+        out["interrupted"] = interrupted
         return out
 
 
 def inference_groups(runs: list[dict]) -> dict:
     """Groups for ``stanaccel.diagnostics.to_inference_data`` from one or more ``GibbsSampler.run``
     outputs (one per chain, same lengths): lambda, M, mu0, the hyperparameters and the density."""
-    names = [k for k in runs[0] if k != "acceptance"]
+    names = [k for k in runs[0] if k not in ("acceptance", "interrupted")]
     posterior = {k: np.stack([run[k] for run in runs]) for k in names}
     posterior["lambda"] = posterior.pop("rate")
     attrs = {"sampler": "gp_density_gibbs", "exact": True}

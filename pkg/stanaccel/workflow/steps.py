@@ -15,6 +15,9 @@
 - ``latent_study``: autoencoder latent-space samplers (AE-HMC, AE-pCN, exact
   and approximate) against Stan NUTS on logistic regression
   (see :mod:`stanaccel.workflow.latent_study`).
+- ``density_study``: the GP density model's Gibbs sampler, variational method
+  and Stan baseline against a known density over data sizes
+  (see :mod:`stanaccel.workflow.density_study`).
 """
 
 from __future__ import annotations
@@ -121,12 +124,19 @@ def _latent_study(step: dict[str, Any], context: RunContext, seed: int) -> dict[
     return latent_study_step(step, context, seed)
 
 
+def _density_study(step: dict[str, Any], context: RunContext, seed: int) -> dict[str, Any]:
+    from stanaccel.workflow.density_study import density_study_step
+
+    return density_study_step(step, context, seed)
+
+
 ACTIONS: dict[str, Action] = {
     "generate": generate_step,
     "nuts": nuts_step,
     "tempering_study": _tempering_study,
     "approximation_study": _approximation_study,
     "latent_study": _latent_study,
+    "density_study": _density_study,
 }
 
 
