@@ -14,11 +14,14 @@ A ``density_study`` step:
    ``draws``); each takes ``max_n``, the largest size it is run at;
 3. scores the posterior mean density: the test log-likelihood per point, the
    Hellinger and L2 distances to the truth on a grid (``grid`` points per
-   axis), the share of the grid's truth inside the 90% band, and the wall time.
+   axis), its mass on that grid (1 if it is normalised: a density that
+   integrates to more than 1 gets a test log-likelihood it has not earned),
+   the share of the grid's truth inside the 90% band, and the wall time.
 
 It writes ``table.{md,csv,json}``, ``growth.md`` (the slope b of
 log seconds = a + b log N per method: the empirical order of the runtime),
-``runtime.png``, one ``density_N<size>.png`` per size (the truth, the base
+``runtime.png``, ``elbo.png`` (the variational bound per point at each
+iteration), one ``density_N<size>.png`` per size (the truth, the base
 measure, each method's posterior mean with its 90% band in 1-D; contours in
 2-D) and ``densities_N<size>.npz`` (the grid, truth, means and bands).
 """
@@ -41,7 +44,8 @@ LABELS = {"base": "base Gaussian", "gibbs": "Gibbs (Alg. 1)", "variational": "va
           "stan": "Stan NUTS baseline"}  # fmt: skip
 KINDS = {"base": "", "gibbs": "exact MCMC", "variational": "**approximate** (mean field, sparse GP)",
          "stan": "NUTS on an **approximate** model (sparse g, MC normaliser)"}  # fmt: skip
-COLUMNS = ["method", "N", "kind", "seconds", "test_loglik", "hellinger", "l2", "band_coverage", "details"]
+COLUMNS = ["method", "N", "kind", "seconds", "test_loglik", "hellinger", "l2", "mass", "band_coverage",
+           "details"]  # fmt: skip
 
 
 def density_study_step(step: dict[str, Any], context, seed: int) -> dict[str, Any]:
@@ -61,7 +65,7 @@ def density_study_step(step: dict[str, Any], context, seed: int) -> dict[str, An
     truth_loglik = float(np.mean(truth.logpdf(test)))
     print(f"  {step.get('target', 'bimodal_1d')}: sizes {sizes}, test log-likelihood of the truth "
           f"{truth_loglik:.4f} per point", flush=True)  # fmt: skip
-    rows = []
+    rows, elbo_traces = [], {}
     for n in sizes:
         data = pool[:n]
         base = GaussianBase.fit(data)
@@ -74,7 +78,9 @@ def density_study_step(step: dict[str, Any], context, seed: int) -> dict[str, An
             if method not in step or n > int(options.pop("max_n", sizes[-1])):
                 continue
             print(f"  N={n}: {LABELS[method]}", flush=True)
-            draws, seconds, details = FITS[method](data, at, options, seed, context.progress)
+            draws, seconds, details, trace = FITS[method](data, at, options, seed, context.progress)
+            if trace is not None:
+                elbo_traces[n] = trace
             row = _row(method, n, seconds, draws, len(grid), truth, grid, cell, test,
                        details)  # fmt: skip
             rows.append(row)
@@ -90,6 +96,8 @@ def density_study_step(step: dict[str, Any], context, seed: int) -> dict[str, An
     growth = runtime_growth(rows)
     (folder / "growth.md").write_text(growth + "\n")
     plot_runtime(folder / "runtime.png", rows)
+    if elbo_traces:
+        plot_elbo(folder / "elbo.png", elbo_traces)
     print(table)
     print(growth)
     return {"rows": rows, "folder": folder}
@@ -105,7 +113,7 @@ def _fit_gibbs(data, at, options, seed, progress):
     seconds = time.perf_counter() - start
     details = (f"{warmup}+{iterations} its, M mean {np.mean(run['n_events']):.0f}, "
                f"kernel acc {run['acceptance']['kernel']:.2f}")  # fmt: skip
-    return run["density"], seconds, details
+    return run["density"], seconds, details, None
 
 
 def _fit_variational(data, at, options, seed, progress):
@@ -117,7 +125,7 @@ def _fit_variational(data, at, options, seed, progress):
     rises = np.diff(fit.elbo)
     details = (f"{fit.iterations} its, ELBO/N {fit.elbo[-1] / len(data):.4f}, "
                f"largest ELBO dip {max(0.0, -rises.min()) if len(rises) else 0:.2g}")  # fmt: skip
-    return draws, seconds, details
+    return draws, seconds, details, np.asarray(fit.elbo)
 
 
 def _fit_stan(data, at, options, seed, progress):
@@ -125,7 +133,7 @@ def _fit_stan(data, at, options, seed, progress):
     draws = fit["density"].reshape(-1, fit["density"].shape[-1])
     details = (f"L={fit['stan_data']['L']}, divergences {fit['divergences']}, "
                f"step {fit['step_size']:.2g}")  # fmt: skip
-    return draws, fit["wall_seconds"], details
+    return draws, fit["wall_seconds"], details, None
 
 
 FITS = {"gibbs": _fit_gibbs, "variational": _fit_variational, "stan": _fit_stan}
@@ -147,6 +155,7 @@ def _row(method, n, seconds, draws, n_grid, truth: Mixture, grid, cell, test, de
         "seconds": float(seconds),
         "test_loglik": float(np.mean(np.log(mean[n_grid:]))),
         **scores,
+        "mass": float(np.sum(mean[:n_grid]) * cell),
         "band_coverage": coverage,
         "details": details,
     }
@@ -214,6 +223,21 @@ def plot_densities(path: Path, truth: Mixture, grid, curves, data, n) -> None:
             ax.plot(data[:, 0], data[:, 1], ".", color="0.5", ms=1.5)
             ax.set_title(title, fontsize=9)
         fig.suptitle(f"N = {n}: posterior mean density (truth's contour levels)", fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def plot_elbo(path: Path, traces: dict[int, np.ndarray]) -> None:
+    """The variational bound per data point at each iteration, one line per N."""
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(5.5, 4))
+    for n, trace in traces.items():
+        ax.plot(np.arange(1, len(trace) + 1), trace / n, label=f"N = {n}")
+    ax.set_xscale("log")
+    ax.set_xlabel("iteration")
+    ax.set_ylabel("ELBO / N")
+    ax.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
