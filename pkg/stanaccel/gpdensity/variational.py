@@ -301,13 +301,11 @@ class VariationalDensity:
 
     # The closed-form factors.
 
-    def _statistics(self, theta, m, S):
-        """phi, the conditional prior variance, g_1 and c at the data and importance points (NumPy)."""
-        phi, prior_var, _, _ = self._compiled()["features"](theta)
-        phi, prior_var = phi.numpy(), prior_var.numpy()
-        g1 = theta.numpy()[-1] + phi.T @ m
-        c = np.sqrt(g1**2 + prior_var + np.sum(phi * (S @ phi), 0))
-        return phi, g1, c
+    @staticmethod
+    def _moments(phi, prior_var, mu0, m, S):
+        """g_1 = E[g] and c = sqrt(E[g^2]) at the data and importance points under q(u) = N(m, S)."""
+        g1 = mu0 + phi.T @ m
+        return g1, np.sqrt(g1**2 + prior_var + np.sum(phi * (S @ phi), 0))
 
     def update_q(self, theta, m, S, alpha):
         """One round of the closed-form updates: q(u) given the optimal q1, then q(lambda).
@@ -316,7 +314,9 @@ class VariationalDensity:
         """
         n = len(self.data)
         mu0 = float(theta.numpy()[-1])
-        phi, g1, c = self._statistics(theta, m, S)
+        phi, prior_var, _, _ = self._compiled()["features"](theta)
+        phi, prior_var = phi.numpy(), prior_var.numpy()
+        g1, c = self._moments(phi, prior_var, mu0, m, S)
         omega = _polyagamma_mean(c)
         log_cosh = c / 2 + np.logaddexp(0, -c) - np.log(2.0)
         intensity = np.exp(digamma(alpha)) * np.exp(-g1[n:] / 2 - log_cosh[n:] - np.log(2.0))
@@ -326,7 +326,7 @@ class VariationalDensity:
         chol = np.linalg.cholesky(precision)
         S = np.linalg.solve(chol.T, np.linalg.solve(chol, np.eye(len(m))))
         m = S @ (phi @ linear)
-        _, g1, c = self._statistics(theta, m, S)
+        g1, c = self._moments(phi, prior_var, mu0, m, S)
         log_cosh = c / 2 + np.logaddexp(0, -c) - np.log(2.0)
         alpha = solve_alpha(n, float(np.mean(np.exp(-g1[n:] / 2 - log_cosh[n:] - np.log(2.0)))))
         return m, S, alpha
