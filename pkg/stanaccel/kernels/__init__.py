@@ -6,7 +6,7 @@ Kernels see log densities, never Stan: a test of a kernel needs no compile.
 from stanaccel.kernels.compose import Cycle
 from stanaccel.kernels.densities import FunctionDensity, safe_log_density, safe_log_density_gradient
 from stanaccel.kernels.discretizing_chain import DiscretizingChain, marked_states
-from stanaccel.kernels.driver import KernelRun, run_chains
+from stanaccel.kernels.driver import FailingDensityWarning, KernelRun, run_chains
 from stanaccel.kernels.hmc import HMC
 from stanaccel.kernels.ladder import (
     Ladder,
@@ -19,7 +19,7 @@ from stanaccel.kernels.ladder import (
 from stanaccel.kernels.metropolis import RandomWalkMetropolis, accept
 from stanaccel.kernels.parallel_tempering import ParallelTempering
 from stanaccel.kernels.pcn import PCN
-from stanaccel.kernels.state import Info, Kernel, State
+from stanaccel.kernels.state import Info, Kernel, State, UndefinedStartError
 from stanaccel.kernels.tempered_transitions import TemperedTransitions
 
 __all__ = [
@@ -27,6 +27,7 @@ __all__ = [
     "PCN",
     "Cycle",
     "DiscretizingChain",
+    "FailingDensityWarning",
     "FunctionDensity",
     "Info",
     "Kernel",
@@ -36,6 +37,7 @@ __all__ = [
     "RandomWalkMetropolis",
     "State",
     "TemperedTransitions",
+    "UndefinedStartError",
     "accept",
     "approximation_ladder",
     "geometric_betas",

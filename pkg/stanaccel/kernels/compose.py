@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from stanaccel.kernels.densities import kernel_densities
-from stanaccel.kernels.state import Info, State
+from stanaccel.kernels.state import Info, State, check_start
 
 
 class Cycle:
@@ -24,7 +24,9 @@ class Cycle:
         self.densities = list({id(d): d for k in self.kernels for d in kernel_densities(k)}.values())
 
     def init(self, position: np.ndarray) -> State:
-        return self.kernels[0].init(position)
+        """The first kernel's start state, checked here too in case that kernel does not check it."""
+        first = self.kernels[0]
+        return check_start(first.init(position), f"Cycle (first kernel {type(first).__name__})")
 
     def reversed(self) -> Cycle:
         """The kernels in reverse order: the reverse of this cycle when each kernel is reversible."""

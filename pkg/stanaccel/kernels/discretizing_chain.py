@@ -34,7 +34,7 @@ import numpy as np
 
 from stanaccel.kernels.densities import evaluations, kernel_densities, safe_log_density
 from stanaccel.kernels.metropolis import accept
-from stanaccel.kernels.state import Info, State
+from stanaccel.kernels.state import Info, State, UndefinedStartError, check_start
 
 
 class DiscretizingChain:
@@ -87,9 +87,26 @@ class DiscretizingChain:
         self.counts.update({"exact_evaluations": 0, "chain_steps": 0})
 
     def init(self, position: np.ndarray) -> State:
+        """The state at ``position``, where both pi and the approximation pi* must be defined."""
         position = np.array(position, dtype=float)
-        approx_state = self.forward.init(position)
-        return State(position, safe_log_density(self.density, position), extra={"approx": approx_state})
+        state = check_start(State(position, safe_log_density(self.density, position)), "DiscretizingChain")
+        try:
+            state.extra["approx"] = self.forward.init(position)
+        except UndefinedStartError as error:
+            raise UndefinedStartError(f"DiscretizingChain, the approximation's kernel: {error}") from error
+        return state
+
+    def _approx_state(self, position: np.ndarray) -> State:
+        """The pi* state at a point of the chain (mid-run, after another kernel moved it).
+
+        Where pi* is undefined but pi is defined, the pi* state has ``-inf``: the
+        weight pi/pi* is then infinite and every mark move is rejected, so the
+        step returns the point unchanged rather than stopping the run.
+        """
+        try:
+            return self.forward.init(position)
+        except UndefinedStartError:
+            return State(np.array(position, dtype=float), -np.inf)
 
     def _log_pi(self, position: np.ndarray) -> float:
         self.counts["exact_evaluations"] += 1
@@ -103,7 +120,7 @@ class DiscretizingChain:
     def step(self, state: State, rng: np.random.Generator) -> tuple[State, Info]:
         approx_state = state.extra.get("approx")
         if approx_state is None or not np.array_equal(approx_state.position, state.position):
-            approx_state = self.forward.init(state.position)
+            approx_state = self._approx_state(state.position)
         chain = {0: approx_state}  # time step -> pi* state of the realised chain
         log_pi = {0: state.log_density}  # time step -> log pi, the cache
         first = last = 0  # the realised time steps so far

@@ -6,12 +6,20 @@ releases the GIL (Stan does); a single shared kernel runs its chains in turn,
 so its densities' evaluation counters stay exact per chain. Each chain owns a
 ``numpy.random.Generator`` spawned from one seed. Ctrl-C stops every chain and
 keeps the draws made so far.
+
+A chain whose start point has no defined density stops the run with an
+:class:`~stanaccel.kernels.state.UndefinedStartError` that names the chain.
+A chain whose proposals all fail (the density undefined at each, so every
+one is rejected) would otherwise run on silently with acceptance 0: after
+``FAILURES_BEFORE_WARNING`` failed steps in a row the driver warns, once per
+chain, with a :class:`FailingDensityWarning`.
 """
 
 from __future__ import annotations
 
 import threading
 import time
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -19,6 +27,27 @@ from typing import Any
 import numpy as np
 
 from stanaccel.kernels.densities import evaluations, kernel_densities
+from stanaccel.kernels.state import UndefinedStartError
+
+FAILURES_BEFORE_WARNING = 100
+"""Failed steps in a row after which a chain warns. A healthy chain near the edge
+of its support fails now and then; a hundred failures in a row (a chance of
+about 1e-10 at a failure rate of 0.8) say that the chain cannot move."""
+
+
+class FailingDensityWarning(RuntimeWarning):
+    """A chain's proposals keep failing: the density is undefined at each, so the chain is stuck."""
+
+
+def warn_failing(chain: int, failures: int) -> None:
+    """Warn that ``chain`` has failed ``failures`` steps in a row, and why that happens."""
+    warnings.warn(
+        f"chain {chain}: {failures} proposals in a row failed (the log density or its gradient was "
+        "undefined at each), so the chain is not moving. Likely causes: NaN or infinity in the data, "
+        "a start point at the edge of the support, or a step size or proposal scale too large.",
+        FailingDensityWarning,
+        stacklevel=2,
+    )
 
 
 @dataclass
@@ -30,8 +59,11 @@ class KernelRun:
     positions : ndarray (chains, draws, dim)
         Unconstrained draws.
     accepted, acceptance_probability, divergent, failed : ndarray (chains, draws)
+        Of the step that made each kept draw.
     evaluations : ndarray (chains,)
         Log-density and gradient evaluations of each chain (all its densities).
+    failed_proposals : ndarray (chains,)
+        Steps of each chain whose proposal failed (undefined density), thinned-out steps included.
     chain_seconds : ndarray (chains,)
     wall_seconds : float
     exact : bool
@@ -48,6 +80,7 @@ class KernelRun:
     divergent: np.ndarray
     failed: np.ndarray
     evaluations: np.ndarray
+    failed_proposals: np.ndarray
     chain_seconds: np.ndarray
     wall_seconds: float
     exact: bool
@@ -75,6 +108,7 @@ class KernelRun:
                 "invariance": "exact" if self.exact else "approximate: does not leave the target invariant",
                 "wall_seconds": self.wall_seconds,
                 "evaluations": int(self.evaluations.sum()),
+                "failed_proposals": int(self.failed_proposals.sum()),
                 "interrupted": self.interrupted,
             },
         }
@@ -107,6 +141,16 @@ def run_chains(
     record : callable State -> ndarray, optional
         Something more to keep per draw, in ``KernelRun.recorded`` (chains, draws, ...):
         for example every tempering level, ``stanaccel.kernels.parallel_tempering.all_levels``.
+
+    Raises
+    ------
+    UndefinedStartError
+        A chain's start point has no defined log density (the message names the chain).
+
+    Warns
+    -----
+    FailingDensityWarning
+        Once per chain, when ``FAILURES_BEFORE_WARNING`` steps in a row fail.
     """
     starts = np.atleast_2d(np.asarray(initial_positions, dtype=float))
     n_chains = starts.shape[0]
@@ -123,6 +167,7 @@ def run_chains(
     }
     done = np.zeros(n_chains, dtype=int)
     cost = np.zeros(n_chains, dtype=int)
+    n_failed = np.zeros(n_chains, dtype=int)
     seconds = np.zeros(n_chains)
     summaries: list = [None] * n_chains
     recorded: list = [[] for _ in range(n_chains)]
@@ -141,10 +186,19 @@ def run_chains(
         densities = kernel_densities(kernel)
         before = sum(evaluations(d) for d in densities)
         start = time.perf_counter()
-        state = kernel.init(starts[c])
+        try:
+            state = kernel.init(starts[c])
+        except UndefinedStartError as error:
+            raise UndefinedStartError(f"chain {c}: {error}") from error
+        in_a_row, warned = 0, False
         for d in range(n_draws):
             for _ in range(thin):
                 state, info = kernel.step(state, rng)
+                n_failed[c] += info.failed
+                in_a_row = in_a_row + 1 if info.failed else 0
+                if in_a_row == FAILURES_BEFORE_WARNING and not warned:
+                    warn_failing(c, in_a_row)
+                    warned = True
             positions[c, d] = state.position
             if record is not None:
                 recorded[c].append(record(state))
@@ -192,6 +246,7 @@ def run_chains(
         divergent=stats["div"][:, :kept],
         failed=stats["fail"][:, :kept],
         evaluations=cost[ran],
+        failed_proposals=n_failed[ran],
         chain_seconds=seconds[ran],
         wall_seconds=wall,
         exact=bool(getattr(kernel0, "exact", False)),

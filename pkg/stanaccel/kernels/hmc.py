@@ -3,14 +3,20 @@
 The step size and the number of steps can be jittered (drawn afresh each
 step, independently of the state), which keeps the kernel reversible. The
 metric is diagonal or dense, given as its inverse (as Stan reports it).
+
+A leapfrog step needs the gradient. ``init`` refuses a start point without
+one (:class:`~stanaccel.kernels.state.UndefinedStartError`); a state that
+arrives without a gradient from another kernel (a tempering swap, a cycle)
+gets it computed at the next step, and where it is undefined there the step
+is a failed proposal, like a trajectory that leaves the support.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from stanaccel.kernels.densities import safe_log_density_gradient
-from stanaccel.kernels.state import Info, State
+from stanaccel.kernels.densities import safe_log_density, safe_log_density_gradient
+from stanaccel.kernels.state import Info, State, check_start
 
 DIVERGENCE = 1000.0  # energy error (nats) beyond which a trajectory counts as divergent, as in Stan
 
@@ -61,7 +67,9 @@ class HMC:
     def init(self, position: np.ndarray) -> State:
         position = np.array(position, dtype=float)
         lp, grad = safe_log_density_gradient(self.density, position)
-        return State(position, lp, grad)
+        if grad is None:  # say whether the value or only the gradient is undefined
+            lp = safe_log_density(self.density, position)
+        return check_start(State(position, lp, grad), "HMC", gradient=True)
 
     def _momentum(self, rng: np.random.Generator, dim: int) -> np.ndarray:
         z = rng.standard_normal(dim)
@@ -80,16 +88,17 @@ class HMC:
         return 0.5 * float(p @ self._velocity(p))
 
     def step(self, state: State, rng: np.random.Generator) -> tuple[State, Info]:
-        if state.gradient is None:
-            state = State(
-                state.position, *safe_log_density_gradient(self.density, state.position), state.extra
-            )
         dim = state.position.shape[0]
         p = self._momentum(rng, dim)
         epsilon = self.step_size * (1 + self.step_size_jitter * (2 * rng.random() - 1))
         low = int(np.ceil(self.n_steps * (1 - self.n_steps_jitter)))
         n_steps = int(rng.integers(low, self.n_steps + 1)) if low < self.n_steps else self.n_steps
         u = rng.random()  # the accept uniform, drawn up front so the stream is outcome-independent
+        if state.gradient is None:
+            lp, grad = safe_log_density_gradient(self.density, state.position)
+            if grad is None:  # no gradient to follow from here: a failed proposal
+                return state, Info(False, 0.0, failed=True, details={"n_steps": 0})
+            state = State(state.position, lp, grad, state.extra)
 
         h0 = -state.log_density + self._kinetic(p)
         q, lp, grad = state.position.copy(), state.log_density, state.gradient

@@ -7,7 +7,7 @@ import math
 import numpy as np
 
 from stanaccel.kernels.densities import safe_log_density
-from stanaccel.kernels.state import Info, State
+from stanaccel.kernels.state import Info, State, check_start
 
 
 def accept(log_ratio: float, rng: np.random.Generator) -> tuple[bool, float]:
@@ -51,7 +51,7 @@ class RandomWalkMetropolis:
 
     def init(self, position: np.ndarray) -> State:
         position = np.array(position, dtype=float)
-        return State(position, safe_log_density(self.density, position))
+        return check_start(State(position, safe_log_density(self.density, position)), "RandomWalkMetropolis")
 
     def step(self, state: State, rng: np.random.Generator) -> tuple[State, Info]:
         z = rng.standard_normal(state.position.shape[0])

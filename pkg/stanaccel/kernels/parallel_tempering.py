@@ -20,7 +20,7 @@ import numpy as np
 from stanaccel.kernels.densities import evaluations
 from stanaccel.kernels.ladder import Ladder
 from stanaccel.kernels.metropolis import accept
-from stanaccel.kernels.state import Info, State
+from stanaccel.kernels.state import Info, State, UndefinedStartError, check_start
 
 
 class ParallelTempering:
@@ -44,7 +44,8 @@ class ParallelTempering:
         self.densities = ladder.densities
 
     def init(self, position: np.ndarray) -> State:
-        replicas = [kernel.init(position) for kernel in self.kernels]
+        """Every replica starts at ``position``, so every level's density must be defined there."""
+        replicas = [self._init_level(m, position) for m in range(len(self.kernels))]
         n = len(replicas)
         extra = {
             "replicas": replicas,
@@ -57,6 +58,14 @@ class ParallelTempering:
             "level_accepts": np.zeros(n, dtype=int),
         }
         return self._level_zero(replicas[0], extra)
+
+    def _init_level(self, level: int, position: np.ndarray) -> State:
+        """Level ``level``'s replica at ``position``; the error says which level refused it."""
+        try:
+            replica = self.kernels[level].init(position)
+        except UndefinedStartError as error:
+            raise UndefinedStartError(f"ParallelTempering level {level}: {error}") from error
+        return check_start(replica, f"ParallelTempering level {level} ({type(self.kernels[level]).__name__})")
 
     @staticmethod
     def _level_zero(replica: State, extra: dict) -> State:

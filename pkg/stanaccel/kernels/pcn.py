@@ -13,7 +13,7 @@ import numpy as np
 
 from stanaccel.kernels.densities import safe_log_density
 from stanaccel.kernels.metropolis import accept
-from stanaccel.kernels.state import Info, State
+from stanaccel.kernels.state import Info, State, check_start
 
 
 class PCN:
@@ -46,7 +46,8 @@ class PCN:
 
     def init(self, position: np.ndarray) -> State:
         position = np.array(position, dtype=float)
-        return State(position, safe_log_density(self.log_likelihood, position))
+        state = State(position, safe_log_density(self.log_likelihood, position))
+        return check_start(state, "PCN", density="log likelihood")
 
     def step(self, state: State, rng: np.random.Generator) -> tuple[State, Info]:
         z = rng.standard_normal(self.mean.shape[0])

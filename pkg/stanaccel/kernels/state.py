@@ -5,6 +5,13 @@ A kernel is a Markov transition: ``init(position) -> State``, then
 the current point (log density, gradient), so a rejected proposal costs no
 re-evaluation. Randomness comes only from the ``numpy.random.Generator``
 passed to ``step``, so a seed reproduces a run.
+
+``init`` refuses a point where the log density (or the gradient a kernel
+needs) is undefined, raising :class:`UndefinedStartError`: no kernel can do
+anything sensible from there (HMC has no gradient to follow, and a
+Metropolis chain would accept its first defined proposal whatever its
+density, so its early draws would mean nothing), and an undefined start is
+nearly always a mistake to report, not to sample around.
 """
 
 from __future__ import annotations
@@ -61,6 +68,56 @@ class Kernel(Protocol):
     exact: bool
     """True if the kernel leaves its target exactly invariant."""
 
-    def init(self, position: np.ndarray) -> State: ...
+    def init(self, position: np.ndarray) -> State:
+        """The state at ``position``; raises :class:`UndefinedStartError` where the density is undefined."""
+        ...
 
     def step(self, state: State, rng: np.random.Generator) -> tuple[State, Info]: ...
+
+
+class UndefinedStartError(ValueError):
+    """A chain's start point has no defined log density (or no defined gradient, for HMC).
+
+    A ``ValueError``: the start point is a bad argument. Raised by every
+    kernel's ``init``; :func:`~stanaccel.kernels.run_chains` adds which chain.
+    """
+
+
+START_HINT = (
+    "a Stan reject or domain error, NaN or infinity in the data, or a point outside the support "
+    "makes it undefined; start the chain where the density is defined"
+)
+
+
+def describe_point(position: np.ndarray) -> str:
+    """A short rendering of a point: a few coordinates at each end of a long one."""
+    return np.array2string(np.asarray(position), precision=4, threshold=8, edgeitems=3)
+
+
+def check_start(state: State, kernel: str, *, gradient: bool = False, density: str = "log density") -> State:
+    """Return ``state`` if a chain can start there, else raise :class:`UndefinedStartError`.
+
+    Parameters
+    ----------
+    state : State
+        What ``init`` computed at the start point.
+    kernel : str
+        The kernel (and the part of it) that refuses the point, for the message.
+    gradient : bool
+        The kernel needs the gradient too (HMC), so ``state.gradient`` must be set.
+    density : str
+        What ``state.log_density`` is ("log density", "log likelihood", ...), for the message.
+    """
+    if not np.isfinite(state.log_density):
+        problem = f"the {density} is undefined"
+    elif gradient and state.gradient is None:
+        problem = f"the gradient of the {density} is undefined (its value is {state.log_density:.6g})"
+    else:
+        return state
+    position = np.asarray(state.position)
+    if not np.all(np.isfinite(position)):
+        problem += "; the start point itself has non-finite coordinates"
+    raise UndefinedStartError(
+        f"{kernel}: {problem} at the start point {describe_point(position)} "
+        f"(dimension {position.size}); {START_HINT}"
+    )

@@ -40,7 +40,7 @@ import numpy as np
 from stanaccel.kernels.densities import evaluations
 from stanaccel.kernels.ladder import Ladder
 from stanaccel.kernels.metropolis import accept
-from stanaccel.kernels.state import Info, State
+from stanaccel.kernels.state import Info, State, check_start
 
 
 class TemperedTransitions:
@@ -67,7 +67,7 @@ class TemperedTransitions:
 
     def init(self, position: np.ndarray) -> State:
         position = np.array(position, dtype=float)
-        return State(position, self.ladder.log_density(0, position))
+        return check_start(State(position, self.ladder.log_density(0, position)), "TemperedTransitions")
 
     def log_acceptance(self, state: State, rng: np.random.Generator) -> tuple[float, State]:
         """Run one up-and-down pass; return (log acceptance ratio, proposed state at level 0)."""

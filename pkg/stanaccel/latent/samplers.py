@@ -49,7 +49,7 @@ import numpy as np
 from stanaccel.kernels.densities import safe_log_density, safe_log_density_gradient
 from stanaccel.kernels.hmc import DIVERGENCE
 from stanaccel.kernels.metropolis import accept
-from stanaccel.kernels.state import Info, State
+from stanaccel.kernels.state import Info, State, check_start
 from stanaccel.latent.network import LatentMaps
 
 APPROXIMATE_NOTE = (
@@ -103,11 +103,13 @@ class _LatentMoves:
             raise ValueError(
                 f"a starting point needs {self.maps.dim} coordinates, not shape {position.shape}"
             )
+        name = type(self).__name__
         if not self.exact:
             z = self.maps.encode(position)
             position = self.maps.decode(z)
-            return State(position, safe_log_density(self.density, position), extra={"latent": z})
-        return State(position, safe_log_density(self.density, position))
+            state = State(position, safe_log_density(self.density, position), extra={"latent": z})
+            return check_start(state, f"{name} (the decoded start point)")
+        return check_start(State(position, safe_log_density(self.density, position)), name)
 
     def _start(self, state: State, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
         """The latent start z0 and the residual kept fixed (zero in the approximate mode)."""
