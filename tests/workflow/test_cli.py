@@ -118,8 +118,8 @@ def test_bad_workflow_files_are_refused(tmp_path, text, message):
         load_workflow(path)
 
 
-def test_step_referring_to_a_missing_step_is_named(tmp_path, gp_program):
+def test_step_referring_to_a_missing_step_is_named(tmp_path):
     path = tmp_path / "w.toml"
     path.write_text("[[steps]]\nname='nuts'\naction='nuts'\nprogram='gp_ard'\ndata='nothing'\n")
-    with pytest.raises(FileNotFoundError, match="nothing"):
+    with pytest.raises(ValueError, match="data = 'nothing' names no earlier step"):
         run_workflow(path, output=tmp_path / "out", progress=False)

@@ -3,6 +3,7 @@
 Only this package and ``stanaccel.cli`` put the parts together.
 """
 
+from stanaccel.workflow.interrupts import WorkflowInterrupted
 from stanaccel.workflow.runner import Workflow, load_workflow, run_workflow
 
-__all__ = ["Workflow", "load_workflow", "run_workflow"]
+__all__ = ["Workflow", "WorkflowInterrupted", "load_workflow", "run_workflow"]

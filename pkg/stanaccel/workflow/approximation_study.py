@@ -4,20 +4,25 @@ An ``approximation_study`` step (Wang & Neal, "MCMC using fast approximations"):
 
 1. generates gp_ard data (``data``: the generator's options);
 2. runs Stan's NUTS on the exact posterior pi from dispersed starts
-   (``nuts``: chains, warmup, draws). It is the baseline and the reference
-   that every sampler's draws are checked against, by z-scores of posterior
-   means and sds in units of their combined Monte Carlo standard error;
+   (``chains`` of them; ``nuts``: warmup, draws). It is the baseline and
+   the reference that every sampler's draws are checked against, by
+   z-scores of posterior means and sds in units of their combined Monte
+   Carlo standard error;
 3. tunes the inner kernels cheaply: NUTS on an approximation (``tune``: an
-   approximation and warmup/draws) gives the proposal covariance (of its
-   draws), HMC's step size, and the samplers' starting points. Its time is
-   charged to every sampler;
-4. runs each sampler in ``samplers`` (expanded over any ``sweep`` lists):
-   ``method = "mh"`` or ``"hmc"`` on pi alone; ``"dc"``, the discretizing
-   chain with ``approx``, ``inner``, ``inner_steps``, ``moves`` (r) and
-   ``jump`` (s); ``"tt"``, tempered transitions over a ``ladder`` of
-   approximations with ``inner_steps`` (k) transitions per level and
-   direction. An approximation is ``{kind = "fitc" | "sor" | "subset", m,
-   scale}`` (:mod:`stanaccel.approx`).
+   approximation; ``tune_warmup``, ``tune_draws``) gives the proposal
+   covariance (of its draws), HMC's step size, and the samplers' starting
+   points. Its time is charged to every sampler;
+4. runs each sampler in ``samplers`` (``draws`` each, expanded over any
+   ``sweep`` lists): ``method = "mh"`` or ``"hmc"`` on pi alone; ``"dc"``,
+   the discretizing chain with ``approx``, ``inner``, ``inner_steps``,
+   ``moves`` (r) and ``jump`` (s); ``"tt"``, tempered transitions over a
+   ``ladder`` of approximations with ``inner_steps`` (k) transitions per
+   level and direction. The inner kernel's ``mh_scale`` (default 2.38 /
+   sqrt(dim)), or HMC's ``step_size`` (default: the tuning run's) and
+   ``n_steps``, may be set. An approximation is ``{kind = "fitc" | "sor" |
+   "subset", m, scale, inducing}`` (``scale``: a subset's weight scaled up
+   to the full data's; ``inducing``: ``"landmarks"`` or ``"kmeans"``,
+   :mod:`stanaccel.approx`).
 
 It writes ``table.{md,csv,json}`` (one row per sampler: ESS per second with
 and without the tuning charged, the ratio to NUTS, autocorrelation time,
@@ -54,12 +59,57 @@ from stanaccel.programs import program_path
 from stanaccel.stan import StanModel, compile_program
 from stanaccel.stan.nuts import sample_nuts
 from stanaccel.workflow.tables import write_table
+from stanaccel.workflow.validation import (
+    BOOLEAN,
+    INTEGER,
+    NUMBER,
+    ListOf,
+    Table,
+    generator_options,
+    one_of,
+)
 
 METHODS = ("mh", "hmc", "dc", "tt")
 COLUMNS = ["sampler", "settings", "seconds", "ess_bulk_min", "ess_per_second", "ess_per_second_sampling",
            "vs_nuts", "vs_nuts_sampling", "autocorrelation_time", "rhat_max", "acceptance",
            "cache_hit_fraction", "exact_per_iteration", "approx_per_iteration", "exact_seconds_per_iteration",
            "approx_seconds_per_iteration", "z_max", "passes"]  # fmt: skip
+
+
+APPROXIMATION = Table(
+    {
+        "kind": one_of("fitc", "sor", "subset"),
+        "m": INTEGER,
+        "scale": BOOLEAN,
+        "inducing": one_of("landmarks", "kmeans"),
+    },
+    required=("m",),
+)
+SAMPLER_KEYS = {
+    "method": one_of(*METHODS),
+    "inner": one_of("mh", "hmc"),
+    "mh_scale": NUMBER,
+    "step_size": NUMBER,
+    "n_steps": INTEGER,
+    "inner_steps": INTEGER,
+    "approx": APPROXIMATION,
+    "moves": INTEGER,
+    "jump": INTEGER,
+    "ladder": ListOf(APPROXIMATION),
+}
+SWEEP = Table({key: ListOf(entry) for key, entry in SAMPLER_KEYS.items()})  # lists of a sampler's own values
+SCHEMA = Table(
+    {
+        "data": Table(generator_options("gp_ard")),
+        "chains": INTEGER,
+        "draws": INTEGER,
+        "nuts": Table({"warmup": INTEGER, "draws": INTEGER}),
+        "tune": APPROXIMATION,
+        "tune_warmup": INTEGER,
+        "tune_draws": INTEGER,
+        "samplers": ListOf(Table({**SAMPLER_KEYS, "sweep": SWEEP})),
+    }
+)
 
 
 def make_approximation(spec: dict[str, Any], model: StanModel, data: dict[str, Any], seed: int):

@@ -36,8 +36,9 @@ import numpy as np
 
 from stanaccel.gpdensity import GaussianBase, GibbsSampler, VariationalDensity
 from stanaccel.gpdensity.stan_baseline import fit_stan_baseline
-from stanaccel.gpdensity.synthetic import Mixture, distances, target
+from stanaccel.gpdensity.synthetic import TARGETS, Mixture, distances, target
 from stanaccel.workflow.tables import write_table
+from stanaccel.workflow.validation import INTEGER, ListOf, Table, keys_of, one_of
 
 METHODS = ("gibbs", "variational", "stan")
 LABELS = {"base": "base Gaussian", "gibbs": "Gibbs (Alg. 1)", "variational": "variational (Alg. 2)",
@@ -46,6 +47,28 @@ KINDS = {"base": "", "gibbs": "exact MCMC", "variational": "**approximate** (mea
          "stan": "NUTS on an **approximate** model (sparse g, MC normaliser)"}  # fmt: skip
 COLUMNS = ["method", "N", "kind", "seconds", "test_loglik", "hellinger", "l2", "mass", "band_coverage",
            "details"]  # fmt: skip
+# Each method's table: the study's own keys, then the options it passes on to the method.
+SCHEMA = Table(
+    {
+        "target": one_of(*TARGETS),
+        "sizes": ListOf(INTEGER),
+        "test_points": INTEGER,
+        "grid": INTEGER,
+        "gibbs": Table(
+            {
+                "iterations": INTEGER,
+                "warmup": INTEGER,
+                "density_every": INTEGER,
+                "max_n": INTEGER,
+                **keys_of(GibbsSampler),
+            }
+        ),
+        "variational": Table(
+            {"iterations": INTEGER, "max_n": INTEGER, **keys_of(VariationalDensity, skip=("seed",))}
+        ),
+        "stan": Table({"max_n": INTEGER, **keys_of(fit_stan_baseline, skip=("seed", "progress"))}),
+    }
+)
 
 
 def density_study_step(step: dict[str, Any], context, seed: int) -> dict[str, Any]:
@@ -59,9 +82,6 @@ def density_study_step(step: dict[str, Any], context, seed: int) -> dict[str, An
     test = truth.sample(int(step.get("test_points", 2000)), rng)
     grid, cell = truth.grid(int(step.get("grid", 300 if truth.dim == 1 else 40)))
     at = np.vstack([grid, test])
-    unknown = set(step) - {"name", "action", "seed", "target", "sizes", "test_points", "grid", *METHODS}
-    if unknown:
-        raise ValueError(f"step {step['name']!r}: unknown density_study settings {sorted(unknown)}")
     truth_loglik = float(np.mean(truth.logpdf(test)))
     print(f"  {step.get('target', 'bimodal_1d')}: sizes {sizes}, test log-likelihood of the truth "
           f"{truth_loglik:.4f} per point", flush=True)  # fmt: skip

@@ -19,7 +19,8 @@ A ``latent_study`` step:
    latent Stan program with ``warmup``, its draws decoded: the paper's
    pipeline, approximate) or ``"hmc"`` (the full-space move alone, ``n_steps``).
    Latent step sizes are tuned to an acceptance rate during ``tune``
-   iterations (charged). The exact modes alternate the latent move with a
+   iterations (charged), starting from ``step_size`` (AE-HMC) or ``step``
+   (AE-pCN). The exact modes alternate the latent move with a
    full-space HMC move of ``complement_steps`` leapfrog steps, which they need
    to reach the directions off the decoder's image.
 
@@ -52,12 +53,58 @@ from stanaccel.stan import StanModel, compile_program
 from stanaccel.stan.nuts import sample_nuts
 from stanaccel.workflow.approximation_study import plot_ess_per_second
 from stanaccel.workflow.tables import write_table
+from stanaccel.workflow.validation import (
+    BOOLEAN,
+    INTEGER,
+    NUMBER,
+    ListOf,
+    Table,
+    generator_options,
+    keys_of,
+    one_of,
+)
 
 METHODS = ("ae-hmc", "ae-pcn", "hmc", "latent-nuts")
 COLUMNS = ["sampler", "exact", "settings", "seconds", "ess_bulk_min", "ess_per_second", "vs_nuts",
            "vs_nuts_sampling", "rhat_max", "acceptance", "evaluations_per_iteration",
            "ess_per_1000_evaluations", "test_accuracy", "mean_error_sd", "sd_ratio_min", "sd_ratio_max",
            "z_max", "predictive_error_max"]  # fmt: skip
+
+
+RUN = Table({"warmup": INTEGER, "draws": INTEGER})
+SAMPLER = Table(
+    {
+        "method": one_of(*METHODS),
+        "exact": BOOLEAN,
+        "route": one_of("chain-rule", "stan"),
+        "n_steps": INTEGER,
+        "complement_steps": INTEGER,
+        "encoded_momentum": BOOLEAN,
+        "step_size": NUMBER,
+        "step": NUMBER,
+        "tune": INTEGER,
+        "warmup": INTEGER,
+    },
+    required=("method",),
+)
+SCHEMA = Table(
+    {
+        # ``generator`` (default logistic) decides which options the data table may set.
+        "data": Table(
+            lambda data: {
+                "generator": one_of("logistic", "digits"),
+                **generator_options(data.get("generator", "logistic")),
+            }
+        ),
+        "chains": INTEGER,
+        "draws": INTEGER,
+        "nuts": RUN,
+        "reference": RUN,
+        "pilot": Table({"warmup": INTEGER, "train_from": NUMBER}),
+        "autoencoder": Table(keys_of(Autoencoder.fit)),
+        "samplers": ListOf(SAMPLER),
+    }
+)
 
 
 def latent_study_step(step: dict[str, Any], context, seed: int) -> dict[str, Any]:

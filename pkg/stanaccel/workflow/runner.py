@@ -7,7 +7,10 @@ earlier step's output by that step's name (for example ``data = "data"``).
 Every step gets a seed derived from the workflow seed and its name unless it
 sets ``seed``, so a workflow file reproduces its run exactly. The output
 folder receives a copy of the workflow file, ``run.json`` (versions, seeds,
-timings) and one subfolder per step.
+timings, and each step's status) and one subfolder per step. Ctrl-C stops
+the running step, which keeps its partial outputs; the workflow then stops
+with :class:`~stanaccel.workflow.interrupts.WorkflowInterrupted` and
+``run.json`` names the interrupted step.
 """
 
 from __future__ import annotations
@@ -23,6 +26,9 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from stanaccel.diagnostics.files import check_writable
+from stanaccel.workflow.interrupts import InterruptWatch, WorkflowInterrupted
 
 
 @dataclass
@@ -73,7 +79,16 @@ class RunContext:
 
 
 def load_workflow(path: str | Path, *, output: str | Path | None = None) -> Workflow:
-    """Parse and check a workflow file; ``output`` overrides its output folder."""
+    """Parse a workflow file and check all of it before anything runs; ``output`` overrides its output folder.
+
+    Raises
+    ------
+    FileNotFoundError
+        No such file.
+    ValueError
+        Not valid TOML, or a table, key or value that is not what it should be
+        (:func:`stanaccel.workflow.validation.check_workflow` names the file, step and key).
+    """
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"workflow file not found: {path}")
@@ -82,26 +97,14 @@ def load_workflow(path: str | Path, *, output: str | Path | None = None) -> Work
             config = tomllib.load(handle)
         except tomllib.TOMLDecodeError as exc:
             raise ValueError(f"{path}: not valid TOML: {exc}") from exc
+    from stanaccel.workflow.validation import check_workflow
+
+    check_workflow(config, path)
     head = config.get("workflow", {})
     name = head.get("name", path.stem)
-    steps = config.get("steps", [])
-    if not steps:
-        raise ValueError(f"{path}: no [[steps]] to run")
-    from stanaccel.workflow.steps import ACTIONS
-
-    seen = set()
-    for index, step in enumerate(steps):
-        if "name" not in step or "action" not in step:
-            raise ValueError(f"{path}: step {index + 1} needs a name and an action")
-        if step["action"] not in ACTIONS:
-            raise ValueError(
-                f"{path}: step {step['name']!r} has unknown action {step['action']!r}; have {sorted(ACTIONS)}"
-            )
-        if step["name"] in seen:
-            raise ValueError(f"{path}: two steps are named {step['name']!r}")
-        seen.add(step["name"])
     out = Path(output) if output is not None else Path(head.get("output", f"output/{name}"))
-    return Workflow(name=name, seed=int(head.get("seed", 0)), output=out, steps=steps, source=path.resolve())
+    seed, steps = head.get("seed", 0), config["steps"]
+    return Workflow(name=name, seed=seed, output=out, steps=steps, source=path.resolve())
 
 
 def run_workflow(
@@ -114,7 +117,7 @@ def run_workflow(
         workflow.output = Path(output)
     from stanaccel.workflow.steps import ACTIONS
 
-    workflow.output.mkdir(parents=True, exist_ok=True)
+    check_writable(workflow.output / "run.json")
     if workflow.source is not None:
         shutil.copyfile(workflow.source, workflow.output / "workflow.toml")
     context = RunContext(workflow, workflow.output, progress=progress)
@@ -122,23 +125,46 @@ def run_workflow(
         "workflow": workflow.name,
         "seed": workflow.seed,
         "versions": _versions(),
+        "status": "running",
         "steps": [],
     }
     for step in workflow.steps:
         start = time.perf_counter()
         seed = context.step_seed(step)
         print(f"[{workflow.name}] step {step['name']} ({step['action']}), seed {seed}", flush=True)
-        context.results[step["name"]] = ACTIONS[step["action"]](step, context, seed)
-        record["steps"].append(
-            {
-                "name": step["name"],
-                "action": step["action"],
-                "seed": seed,
-                "seconds": time.perf_counter() - start,
-            }
-        )
+        entry = {"name": step["name"], "action": step["action"], "seed": seed}
+        watch = InterruptWatch()
+        try:
+            with watch.watching():
+                context.results[step["name"]] = ACTIONS[step["action"]](step, context, seed)
+        except BaseException as exc:
+            if not (watch.seen or isinstance(exc, KeyboardInterrupt)):
+                raise
+            _record_stop(record, entry, start, workflow.output)
+            raise WorkflowInterrupted(_stop_message(step, workflow.output)) from exc
+        if watch.seen:
+            _record_stop(record, entry, start, workflow.output)
+            raise WorkflowInterrupted(_stop_message(step, workflow.output))
+        record["steps"].append({**entry, "status": "done", "seconds": time.perf_counter() - start})
         (workflow.output / "run.json").write_text(json.dumps(record, indent=2))
+    record["status"] = "done"
+    (workflow.output / "run.json").write_text(json.dumps(record, indent=2))
     return context
+
+
+def _record_stop(record: dict[str, Any], entry: dict[str, Any], start: float, output: Path) -> None:
+    """Write ``run.json`` saying that this step was interrupted and the workflow stopped there."""
+    record["steps"].append({**entry, "status": "interrupted", "seconds": time.perf_counter() - start})
+    record["status"] = "interrupted"
+    record["interrupted_step"] = entry["name"]
+    (output / "run.json").write_text(json.dumps(record, indent=2))
+
+
+def _stop_message(step: dict[str, Any], output: Path) -> str:
+    return (
+        f"step {step['name']!r} stopped by Ctrl-C; its partial outputs are in {output / step['name']}, "
+        f"later steps did not run, and {output / 'run.json'} records the stop"
+    )
 
 
 def _versions() -> dict[str, str]:

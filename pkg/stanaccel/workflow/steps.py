@@ -24,25 +24,34 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from importlib import import_module
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from stanaccel.datasets import generate
+from stanaccel.datasets import GENERATORS, generate
 from stanaccel.diagnostics import convergence_metrics, summary, to_inference_data
 from stanaccel.programs import program_path
 from stanaccel.stan import StanModel, write_data
 from stanaccel.stan.nuts import NutsSettings, sample_nuts
 from stanaccel.workflow.runner import RunContext
+from stanaccel.workflow.validation import (
+    EARLIER_STEP_OR_FILE,
+    STAN_PROGRAM,
+    STEP_KEYS,
+    Table,
+    generator_options,
+    keys_of,
+    one_of,
+)
 
 Action = Callable[[dict[str, Any], RunContext, int], dict[str, Any]]
-STEP_KEYS = {"name", "action", "seed"}
 
 
 def generate_step(step: dict[str, Any], context: RunContext, seed: int) -> dict[str, Any]:
     """Generate a data set and write it as Stan JSON."""
-    options = {k: v for k, v in step.items() if k not in STEP_KEYS | {"generator"}}
+    options = {k: v for k, v in step.items() if k not in {*STEP_KEYS, "generator"}}
     dataset = generate(step.get("generator", ""), seed=seed, **options)
     folder = _folder(context, step)
     write_data(folder / "data.json", dataset.data)
@@ -71,7 +80,7 @@ def nuts_step(step: dict[str, Any], context: RunContext, seed: int) -> dict[str,
     model = StanModel(_program_file(program, context), data)
     known = set(NutsSettings.__dataclass_fields__)
     settings = {k: v for k, v in step.items() if k in known}
-    unknown = set(step) - known - STEP_KEYS - {"program", "data"}
+    unknown = set(step) - known - set(STEP_KEYS) - {"program", "data"}
     if unknown:
         raise ValueError(f"step {step['name']!r}: unknown NUTS settings {sorted(unknown)}")
     settings["seed"] = seed
@@ -79,6 +88,9 @@ def nuts_step(step: dict[str, Any], context: RunContext, seed: int) -> dict[str,
     idata = to_inference_data(fit)
     folder = _folder(context, step)
     idata.to_netcdf(str(folder / "posterior.nc"))
+    if fit.interrupted:  # too few draws for summaries; the runner stops the workflow here
+        print(f"  interrupted: wrote {folder / 'posterior.nc'} with {fit.num_draws} draws per chain")
+        return {"model": model, "fit": fit, "idata": idata, "metrics": {"interrupted": True}}
     sampling_seconds = float(np.max(fit.chain_seconds))
     metrics = convergence_metrics(
         idata,
@@ -138,6 +150,22 @@ ACTIONS: dict[str, Action] = {
     "latent_study": _latent_study,
     "density_study": _density_study,
 }
+
+# What each action's step may set besides name, action and seed (see stanaccel.workflow.validation).
+GENERATE_SCHEMA = Table(
+    lambda step: {"generator": one_of(*GENERATORS), **generator_options(step.get("generator"))},
+    required=("generator",),
+)
+NUTS_SCHEMA = Table({"program": STAN_PROGRAM, "data": EARLIER_STEP_OR_FILE, **keys_of(NutsSettings)})
+
+
+def step_schema(action: str) -> Table:
+    """The keys a step of ``action`` may set; each study declares its own ``SCHEMA`` beside its code."""
+    if action == "generate":
+        return GENERATE_SCHEMA
+    if action == "nuts":
+        return NUTS_SCHEMA
+    return import_module(f"stanaccel.workflow.{action}").SCHEMA
 
 
 def _program_file(program: str, context: RunContext) -> Path:

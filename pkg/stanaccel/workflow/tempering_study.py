@@ -13,12 +13,20 @@ kernels), then each sampler from the same dispersed starts, and writes:
 - ``rhat_trace.csv``: median R-hat over parameters against draws and wall
   time (each prefix of the chains, its first half discarded, as in the paper).
 
+The step sets ``program`` (a bundled program, default ``gp_ard``),
+``generator`` (default: the program's name), ``sizes`` (a list of the
+generator's options), ``samplers`` and ``inner`` (lists of methods and inner
+kernels), ``chains``, ``draws``, ``nuts_warmup``, the samplers' settings
+(``levels``, ``beta_min``, ``betas``, ``mh_scale``, ``step_size``,
+``n_steps``, ``inner_steps``, ``swap``) and ``tune_from_nuts`` (inner
+kernels take NUTS's adapted step size and metric).
 ``nuts = false`` leaves the NUTS row out (for cost-only studies). Starts
-are dispersed (uniform in (-2, 2) on the unconstrained scale, as Stan's)
-for every sampler, or, with ``start = "nuts_warmup"``, the samplers begin
-where NUTS's warm-up ended. A sampler that uses NUTS's warm-up (its
-adaptation or its end points) is charged the warm-up's time in
-``ess_per_second``; ``ess_per_second_sampling`` leaves it out. The warm-up's
+are dispersed (uniform in (-2, 2) on the unconstrained scale, as Stan's;
+``start = "dispersed"``, the default) for every sampler, or, with
+``start = "nuts_warmup"``, the samplers begin where NUTS's warm-up ended.
+A sampler that uses NUTS's warm-up (its adaptation or its end points) is
+charged the warm-up's time in ``ess_per_second``;
+``ess_per_second_sampling`` leaves it out. The warm-up's
 share of NUTS's time is estimated by its share of the gradient evaluations.
 """
 
@@ -31,16 +39,49 @@ from typing import Any
 
 import numpy as np
 
-from stanaccel.datasets import generate
+from stanaccel.datasets import GENERATORS, generate
 from stanaccel.diagnostics import convergence_metrics, to_inference_data
 from stanaccel.diagnostics.metrics import rhat_trace
 from stanaccel.programs import program_path
 from stanaccel.stan import StanModel, compile_program
 from stanaccel.stan.nuts import sample_nuts
-from stanaccel.workflow.samplers import SamplerSpec, run_sampler
+from stanaccel.workflow.samplers import METHODS, SamplerSpec, run_sampler
 from stanaccel.workflow.tables import write_table
+from stanaccel.workflow.validation import (
+    BOOLEAN,
+    INTEGER,
+    STRING,
+    ListOf,
+    Table,
+    generator_options,
+    keys_of,
+    one_of,
+)
 
 SPEC_KEYS = {"levels", "beta_min", "betas", "mh_scale", "step_size", "n_steps", "inner_steps", "swap"}
+
+
+def _schema(step: dict[str, Any]) -> dict[str, Any]:
+    """The step's keys; ``sizes`` holds options of the generator (``generator``, else ``program``)."""
+    generator = step.get("generator", step.get("program", "gp_ard"))
+    return {
+        # Without a generator, the program's name is the generator's.
+        "program": STRING if "generator" in step else one_of(*GENERATORS),
+        "generator": one_of(*GENERATORS),
+        "sizes": ListOf(Table(generator_options(generator))),
+        "samplers": ListOf(one_of(*METHODS)),
+        "inner": ListOf(one_of("mh", "hmc")),
+        "chains": INTEGER,
+        "draws": INTEGER,
+        "nuts": BOOLEAN,
+        "nuts_warmup": INTEGER,
+        "tune_from_nuts": BOOLEAN,
+        "start": one_of("dispersed", "nuts_warmup"),
+        **{k: v for k, v in keys_of(SamplerSpec).items() if k in SPEC_KEYS},
+    }
+
+
+SCHEMA = Table(_schema)
 
 
 def sampler_specs(step: dict[str, Any]) -> list[SamplerSpec]:

@@ -1,0 +1,270 @@
+"""Check every table of a workflow file, keys and value types, before any step runs.
+
+Each action declares a small schema: the keys a step may set and what each
+value must be (``stanaccel.workflow.steps.step_schema``). A schema entry is
+
+- a :class:`Kind`: an integer, a number (an integer is accepted), a string,
+  true or false, a list, a table, or one of some names (:func:`one_of`);
+- a :class:`ListOf` another entry, for lists whose items are checked;
+- a :class:`Table` with a schema of its own (fixed, or a function of the
+  table, as when a ``generator`` decides which options there are);
+- :data:`EARLIER_STEP_OR_FILE`: the name of an earlier step, or a file.
+
+Where a table's keys are passed on to a function (a data generator, the
+autoencoder's training, NUTS settings), :func:`keys_of` reads them from its
+signature. A problem is a ``ValueError`` naming the file, the step, the key
+and what was expected, for example::
+
+    workflows/x.toml: step 'nuts' (action nuts): unknown key 'chians'; allowed: ...; did you mean 'chains'?
+    workflows/x.toml: [workflow] seed = 'abc': expected an integer
+"""
+
+from __future__ import annotations
+
+import difflib
+import inspect
+import reprlib
+import types
+import typing
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from importlib import import_module
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class Where:
+    """The place a table is checked: the file, the part of it, and the steps before it.
+
+    ``section`` prefixes every message (``"[workflow] "`` or ``"step 'x' (action y): "``).
+    """
+
+    file: Path
+    section: str = ""
+    earlier: tuple[str, ...] = ()
+
+    def error(self, message: str) -> ValueError:
+        return ValueError(f"{self.file}: {self.section}{message}")
+
+
+@dataclass(frozen=True)
+class Kind:
+    """A kind of value: what messages call it, and the test a value must pass."""
+
+    expected: str
+    accepts: Callable[[Any], bool]
+
+    def check(self, value: Any, key: str, where: Where) -> None:
+        if not self.accepts(value):
+            raise where.error(f"{key} = {reprlib.repr(value)}: expected {self.expected}")
+
+
+INTEGER = Kind("an integer", lambda v: isinstance(v, int) and not isinstance(v, bool))
+NUMBER = Kind("a number", lambda v: isinstance(v, int | float) and not isinstance(v, bool))
+STRING = Kind("a string", lambda v: isinstance(v, str))
+BOOLEAN = Kind("true or false", lambda v: isinstance(v, bool))
+LIST = Kind("a list", lambda v: isinstance(v, list))
+TABLE = Kind("a table", lambda v: isinstance(v, dict))
+ANYTHING = Kind("any value", lambda v: True)
+
+
+def one_of(*names: str) -> Kind:
+    """A string among ``names``."""
+    return Kind("one of " + ", ".join(map(repr, names)), lambda v: isinstance(v, str) and v in names)
+
+
+@dataclass(frozen=True)
+class ListOf:
+    """A list whose items each match ``item``."""
+
+    item: Any
+
+    def check(self, value: Any, key: str, where: Where) -> None:
+        LIST.check(value, key, where)
+        for index, item in enumerate(value):
+            self.item.check(item, f"{key}[{index}]", where)
+
+
+@dataclass(frozen=True)
+class Table:
+    """A table with known keys: a schema (key to entry), or a function of the table giving one.
+
+    ``required`` keys must be present.
+    """
+
+    keys: dict[str, Any] | Callable[[dict[str, Any]], dict[str, Any]]
+    required: tuple[str, ...] = ()
+
+    def schema(self, table: dict[str, Any]) -> dict[str, Any]:
+        return self.keys(table) if callable(self.keys) else self.keys
+
+    def check(self, value: Any, key: str, where: Where) -> None:
+        TABLE.check(value, key, where)
+        check_table(value, self.schema(value), where, key, self.required)
+
+
+@dataclass(frozen=True)
+class StepOrFile:
+    """The name of an earlier step, or a file (beside the workflow file, or from the working folder)."""
+
+    expected: str = "the name of an earlier step or a file"
+
+    def check(self, value: Any, key: str, where: Where) -> None:
+        if not isinstance(value, str):
+            raise where.error(f"{key} = {reprlib.repr(value)}: expected {self.expected}")
+        if value in where.earlier or (where.file.parent / value).is_file() or Path(value).is_file():
+            return
+        earlier = ", ".join(where.earlier) or "none"
+        raise where.error(
+            f"{key} = {value!r} names no earlier step and no file (earlier steps: {earlier})"
+            + _did_you_mean(value, where.earlier)
+        )
+
+
+EARLIER_STEP_OR_FILE = StepOrFile()
+
+
+@dataclass(frozen=True)
+class StanProgram:
+    """A bundled program's name, or a ``.stan`` file (beside the workflow file or in the working folder)."""
+
+    expected: str = "a bundled program's name or a .stan file"
+
+    def check(self, value: Any, key: str, where: Where) -> None:
+        from stanaccel.programs import programs_dir
+
+        if not isinstance(value, str):
+            raise where.error(f"{key} = {reprlib.repr(value)}: expected {self.expected}")
+        if value.endswith(".stan") or "/" in value:
+            if (where.file.parent / value).is_file() or Path(value).is_file():
+                return
+            raise where.error(f"{key} = {value!r}: no such Stan program file")
+        bundled = sorted(p.stem for p in programs_dir().glob("*.stan"))
+        if value not in bundled:
+            raise where.error(
+                f"{key} = {value!r}: no bundled program of that name (have {', '.join(bundled)}; "
+                "a file of your own ends in .stan)" + _did_you_mean(value, bundled)
+            )
+
+
+STAN_PROGRAM = StanProgram()
+
+WORKFLOW_KEYS = {"name": STRING, "seed": INTEGER, "output": STRING}
+STEP_KEYS = {"name": STRING, "action": STRING, "seed": INTEGER}
+
+
+def check_workflow(config: dict[str, Any], path: Path) -> None:
+    """Check a parsed workflow file: its tables, every step's keys and values, and step references.
+
+    Raises
+    ------
+    ValueError
+        Naming the file, the step, the key and what was expected.
+    """
+    from stanaccel.workflow.steps import ACTIONS, step_schema
+
+    where = Where(path)
+    for name in config:
+        if name not in ("workflow", "steps"):
+            what = f"table [{name}]" if isinstance(config[name], dict | list) else f"top-level key {name!r}"
+            raise where.error(
+                f"unknown {what}; allowed: [workflow], [[steps]]" + _did_you_mean(name, ["workflow", "steps"])
+            )
+    head = config.get("workflow", {})
+    TABLE.check(head, "workflow", where)
+    check_table(head, WORKFLOW_KEYS, Where(path, "[workflow] "))
+    steps = config.get("steps", [])
+    if not steps:
+        raise where.error("no [[steps]] to run")
+    ListOf(TABLE).check(steps, "steps", where)
+    names: list[str] = []
+    for index, step in enumerate(steps):
+        if not isinstance(step.get("name"), str) or not isinstance(step.get("action"), str):
+            raise where.error(f"step {index + 1} needs a name and an action (strings)")
+        if step["action"] not in ACTIONS:
+            raise where.error(
+                f"step {step['name']!r} has unknown action {step['action']!r}; have {sorted(ACTIONS)}"
+                + _did_you_mean(step["action"], ACTIONS)
+            )
+        if step["name"] in names:
+            raise where.error(f"two steps are named {step['name']!r}")
+        names.append(step["name"])
+    for index, step in enumerate(steps):
+        schema = step_schema(step["action"])
+        place = Where(path, f"step {step['name']!r} (action {step['action']}): ", tuple(names[:index]))
+        check_table(step, {**STEP_KEYS, **schema.schema(step)}, place, "", schema.required)
+
+
+def check_table(
+    table: dict[str, Any], schema: dict[str, Any], where: Where, path: str = "", required: Iterable[str] = ()
+) -> None:
+    """Check the known keys' values (in the schema's order), then refuse any unknown key."""
+    prefix = f"{path}: " if path else ""
+    for key in required:
+        if key not in table:
+            raise where.error(f"{prefix}missing key {key!r}")
+    for key, entry in schema.items():
+        if key in table:
+            entry.check(table[key], f"{path}.{key}" if path else key, where)
+    for key in table:
+        if key not in schema:
+            raise where.error(
+                f"{prefix}unknown key {key!r}; allowed: {', '.join(sorted(schema))}"
+                + _did_you_mean(key, schema)
+            )
+
+
+def _did_you_mean(word: str, choices: Iterable[str]) -> str:
+    close = difflib.get_close_matches(word, list(choices), n=1)
+    return f"; did you mean {close[0]!r}?" if close else ""
+
+
+# Settings read from a function's signature.
+
+_KINDS = {bool: BOOLEAN, int: INTEGER, float: NUMBER, str: STRING, list: LIST, tuple: LIST,
+          np.ndarray: LIST, dict: TABLE}  # fmt: skip
+
+
+def kind_of(hint: Any) -> Kind | None:
+    """The kind of value an annotation asks for; None for a Python object a file cannot hold."""
+    if hint is Any:
+        return ANYTHING
+    union = typing.get_origin(hint) in (types.UnionType, typing.Union)
+    members = [m for m in (typing.get_args(hint) if union else (hint,)) if m is not type(None)]
+    kinds = [_KINDS.get(typing.get_origin(m) or m) for m in members]
+    if None in kinds:
+        return None
+    if len(kinds) == 1:
+        return kinds[0]
+    return Kind(" or ".join(k.expected for k in kinds), lambda v: any(k.accepts(v) for k in kinds))
+
+
+def keys_of(function: Callable, *, skip: Iterable[str] = ()) -> dict[str, Kind]:
+    """The settings a function (a class: its constructor) takes, each with the kind its annotation asks for.
+
+    Parameters without a default are the caller's to give (the data, the
+    draws), as are those named in ``skip``; parameters annotated with a
+    Python class (a kernel object) cannot be written in a file and are left
+    out; unannotated ones take any value.
+    """
+    hints = typing.get_type_hints(function.__init__ if isinstance(function, type) else function)
+    keys = {}
+    for name, parameter in inspect.signature(function).parameters.items():
+        if parameter.default is inspect.Parameter.empty or name in skip:
+            continue
+        kind = kind_of(hints.get(name, Any))
+        if kind is not None:
+            keys[name] = kind
+    return keys
+
+
+def generator_options(name: str) -> dict[str, Kind]:
+    """The options of a bundled data generator (``stanaccel.datasets``) less ``seed``; {} for no generator."""
+    from stanaccel.datasets import GENERATORS
+
+    if name not in GENERATORS:
+        return {}
+    return keys_of(import_module(f"stanaccel.datasets.{name}").generate, skip=("seed",))

@@ -1,0 +1,170 @@
+"""Workflow files are checked whole, keys and value types, before any step runs (no Stan compile here)."""
+
+from pathlib import Path
+
+import pytest
+
+from stanaccel.cli import main
+from stanaccel.datasets import generate
+from stanaccel.stan import write_data
+from stanaccel.workflow import load_workflow, run_workflow
+from stanaccel.workflow.validation import ANYTHING, INTEGER, NUMBER, STRING, generator_options, keys_of
+
+WORKFLOWS = sorted((Path(__file__).parents[2] / "workflows").glob("*.toml"))
+
+# A valid first step: NUTS on a bundled program, which would compile it if it ran.
+HEAD = """
+[workflow]
+name = "checked"
+seed = 4
+
+[[steps]]
+name = "first"
+action = "nuts"
+program = "mvn_mean"
+data = "data.json"
+chains = 1
+warmup = 50
+draws = 50
+"""
+
+NUTS = '[[steps]]\nname = "bad"\naction = "nuts"\nprogram = "mvn_mean"\n'
+GENERATE = '[[steps]]\nname = "bad"\naction = "generate"\ngenerator = "gp_ard"\n'
+APPROXIMATION = '[[steps]]\nname = "bad"\naction = "approximation_study"\n[[steps.samplers]]\nmethod = "dc"\n'
+LATENT = '[[steps]]\nname = "bad"\naction = "latent_study"\n[[steps.samplers]]\nmethod = "ae-hmc"\n'
+STEP = "step 'bad' "
+
+BAD = {
+    "misspelt [workflow] key": (
+        HEAD.replace("seed = 4", 'seed = 4\noutptu = "elsewhere"'),
+        ["[workflow] unknown key 'outptu'", "allowed: name, output, seed", "did you mean 'output'?"],
+    ),
+    "bad generate key": (
+        HEAD + GENERATE + "N = 20\nDD = 2\n",
+        [STEP + "(action generate): unknown key 'DD'", "did you mean 'D'?"],
+    ),
+    "workflow seed not an integer": (
+        HEAD.replace("seed = 4", 'seed = "abc"'),
+        ["[workflow] seed = 'abc': expected an integer"],
+    ),
+    "step seed not an integer": (
+        HEAD + GENERATE + 'seed = "abc"\n',
+        [STEP + "(action generate): seed = 'abc': expected an integer"],
+    ),
+    "chains not an integer": (
+        HEAD + NUTS + 'data = "data.json"\nchains = "four"\n',
+        [STEP + "(action nuts): chains = 'four': expected an integer"],
+    ),
+    "misspelt NUTS setting": (
+        HEAD + NUTS + 'data = "data.json"\nchians = 2\n',
+        [STEP + "(action nuts): unknown key 'chians'", "chains, data, delta", "did you mean 'chains'?"],
+    ),
+    "unknown key in a study's sampler table": (
+        HEAD + APPROXIMATION + "jmp = 4\n",
+        [STEP + "(action approximation_study): samplers[0]: unknown key 'jmp'", "did you mean 'jump'?"],
+    ),
+    "wrong type in a study's sampler sweep": (
+        HEAD + APPROXIMATION + 'sweep = { jump = [2, "four"] }\n',
+        [STEP, "samplers[0].sweep.jump[1] = 'four': expected an integer"],
+    ),
+    "unknown key in a latent sampler": (
+        HEAD + LATENT + "n_step = 4\n",
+        [STEP + "(action latent_study): samplers[0]: unknown key 'n_step'", "did you mean 'n_steps'?"],
+    ),
+    "unknown autoencoder option": (
+        HEAD + LATENT + "[steps.autoencoder]\nlatent_dims = 3\n",
+        [STEP, "autoencoder: unknown key 'latent_dims'", "did you mean 'latent_dim'?"],
+    ),
+    "data naming no earlier step": (
+        HEAD + NUTS + 'data = "nothing"\n',
+        [STEP + "(action nuts): data = 'nothing' names no earlier step and no file", "earlier steps: first"],
+    ),
+    "data naming a later step": (
+        HEAD + NUTS + 'data = "later"\n' + GENERATE.replace('"bad"', '"later"'),
+        [STEP + "(action nuts): data = 'later' names no earlier step"],
+    ),
+    "unknown top-level table": (
+        HEAD + '[output]\nfolder = "elsewhere"\n',
+        ["unknown table [output]; allowed: [workflow], [[steps]]"],
+    ),
+}
+
+
+@pytest.mark.parametrize("path", WORKFLOWS, ids=[p.name for p in WORKFLOWS])
+def test_every_workflow_file_validates(path):
+    assert load_workflow(path).steps
+
+
+def test_there_are_workflow_files():
+    assert len(WORKFLOWS) >= 10
+
+
+def _write(folder: Path, text: str) -> Path:
+    write_data(folder / "data.json", generate("mvn_mean", N=10, D=2, seed=1).data)
+    path = folder / "w.toml"
+    path.write_text(text)
+    return path
+
+
+def test_the_valid_head_validates(tmp_path):
+    assert [s["name"] for s in load_workflow(_write(tmp_path, HEAD)).steps] == ["first"]
+
+
+@pytest.mark.parametrize("text, expected", BAD.values(), ids=BAD.keys())
+def test_bad_settings_are_refused_before_anything_runs(tmp_path, monkeypatch, text, expected):
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    monkeypatch.setenv("STANACCEL_CACHE", str(cache))
+    path = _write(tmp_path, text)
+    with pytest.raises(ValueError) as caught:
+        run_workflow(path, output=tmp_path / "out", progress=False)
+    message = str(caught.value)
+    assert message.startswith(f"{path}: ")
+    for part in expected:
+        assert part in message
+    assert not any(cache.iterdir())  # the first step's program was never compiled
+    assert not (tmp_path / "out").exists()
+
+
+def test_cli_run_reports_a_bad_key_without_a_traceback(tmp_path, capsys):
+    text, expected = BAD["chains not an integer"]
+    path = _write(tmp_path, text)
+    assert main(["run", str(path), "--output", str(tmp_path / "out"), "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert str(path) in err and expected[0] in err and "Traceback" not in err
+
+
+def test_settings_passed_to_a_function_follow_its_signature():
+    class Kernel:
+        pass
+
+    def fit(data, *, n: int = 1, scale: float | None = None, name: str = "a", kernel: Kernel | None = None,
+            anything=None, seed: int = 0):  # fmt: skip
+        """The data are the caller's, a kernel object cannot be written in a file, the seed is skipped."""
+
+    expected = {"n": INTEGER, "scale": NUMBER, "name": STRING, "anything": ANYTHING}
+    assert keys_of(fit, skip=("seed",)) == expected
+    options = generator_options("logistic")
+    assert options["collinear"] is INTEGER and options["noise"] is NUMBER and "seed" not in options
+
+
+def test_kinds_of_values():
+    assert INTEGER.accepts(4) and not INTEGER.accepts(4.0) and not INTEGER.accepts(True)
+    assert NUMBER.accepts(4) and NUMBER.accepts(0.5) and not NUMBER.accepts("0.5")
+
+
+@pytest.mark.parametrize(
+    "program, message",
+    [
+        ("gp_ardd", "no bundled program of that name.*did you mean 'gp_ard'"),
+        ("mine.stan", "no such Stan program"),
+    ],
+)
+def test_a_program_that_does_not_exist_is_named(tmp_path, program, message):
+    path = tmp_path / "w.toml"
+    path.write_text(f"[[steps]]\nname = 'nuts'\naction = 'nuts'\nprogram = '{program}'\n")
+    with pytest.raises(ValueError, match=message):
+        load_workflow(path)
+    (tmp_path / "mine.stan").write_text("parameters { real y; }\n")
+    if program == "mine.stan":
+        load_workflow(path)  # a file beside the workflow file
