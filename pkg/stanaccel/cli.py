@@ -4,37 +4,67 @@
   (netCDF) and prints the ArviZ summary.
 - ``stanaccel run WORKFLOW.toml``: run a workflow file.
 - ``stanaccel compile PROGRAM``: compile (or find in the cache) a program.
+
+Exit status: 0 on success, 2 for bad input (the message names it), 130 when
+interrupted (Ctrl-C), after writing what was drawn.
 """
 
 from __future__ import annotations
 
 import argparse
+import logging
 import sys
 from pathlib import Path
+
+INTERRUPTED = 130
+BAD_INPUT = 2
+NUTS_DEFAULTS = {"chains": 4, "warmup": 1000}
 
 
 def _nuts(args: argparse.Namespace) -> int:
     from stanaccel.diagnostics import convergence_metrics, summary, to_inference_data
+    from stanaccel.diagnostics.files import check_writable, save_netcdf
     from stanaccel.stan import StanModel
-    from stanaccel.stan.nuts import sample_nuts
+    from stanaccel.stan.nuts import WarmupState, sample_nuts
 
+    output = check_writable(args.output or f"{Path(args.program).stem}-nuts.nc")
+    warmup_from = WarmupState.from_netcdf(args.warmup_from) if args.warmup_from else None
     model = StanModel(_program(args.program), args.data)
+    given = {k: getattr(args, k) for k in NUTS_DEFAULTS if getattr(args, k) is not None}
+    settings = given if warmup_from is not None else {**NUTS_DEFAULTS, **given}
+    chains = settings.get("chains", len(warmup_from.step_size) if warmup_from is not None else 0)
+    warmup = settings.get("warmup", 0)
+    source = f" (adaptation from {args.warmup_from})" if warmup_from is not None else ""
+    print(
+        f"stanaccel nuts: {model.name}, {chains} chains x ({warmup} warm-up + {args.draws}) iterations"
+        f"{source}",
+        file=sys.stderr,
+        flush=True,
+    )
     fit = sample_nuts(
         model,
-        chains=args.chains,
-        warmup=args.warmup,
+        warmup_from=warmup_from,
         draws=args.draws,
         thin=args.thin,
         seed=args.seed,
-        metric=args.metric,
         delta=args.delta,
         max_depth=args.max_depth,
         progress=not args.quiet,
+        **({} if warmup_from is not None else {"metric": args.metric}),
+        **settings,
     )
     idata = to_inference_data(fit)
-    output = Path(args.output or f"{Path(args.program).stem}-nuts.nc")
-    output.parent.mkdir(parents=True, exist_ok=True)
-    idata.to_netcdf(str(output))
+    written = save_netcdf(idata, output)
+    if written != output:
+        print(f"stanaccel nuts: could not write {output}; wrote the draws to {written}", file=sys.stderr)
+    if fit.interrupted:
+        warmup_done = fit.warmup_unconstrained.shape[1]
+        stage = "" if fit.adapted else f", warm-up stopped after {warmup_done} iterations (not adapted)"
+        print(
+            f"interrupted: wrote {written} with {fit.num_draws} draws per chain{stage}",
+            file=sys.stderr,
+        )
+        return INTERRUPTED
     print(summary(idata).to_string())
     metrics = convergence_metrics(
         idata, wall_seconds=fit.wall_seconds, gradient_evaluations=fit.gradient_evaluations
@@ -43,17 +73,19 @@ def _nuts(args: argparse.Namespace) -> int:
     print(
         f"{fit.chains} chains x {fit.num_draws} draws in {fit.wall_seconds:.2f} s; "
         f"ESS bulk min {metrics['ess_bulk_min']:.0f}, R-hat max {metrics['rhat_max']:.3f}, "
-        f"{divergences} divergences; wrote {output}"
+        f"{divergences} divergences; wrote {written}"
     )
-    if fit.interrupted:
-        print("interrupted: the output holds the draws made before the stop", file=sys.stderr)
-    return 0
+    return 0 if written == output else 1
 
 
 def _run(args: argparse.Namespace) -> int:
-    from stanaccel.workflow import run_workflow
+    from stanaccel.workflow import WorkflowInterrupted, run_workflow
 
-    context = run_workflow(args.workflow, output=args.output, progress=not args.quiet)
+    try:
+        context = run_workflow(args.workflow, output=args.output, progress=not args.quiet)
+    except WorkflowInterrupted as stop:
+        print(f"interrupted: {stop}", file=sys.stderr)
+        return INTERRUPTED
     print(f"workflow {context.workflow.name} done; outputs in {context.output}")
     return 0
 
@@ -79,49 +111,118 @@ def _program(text: str) -> Path:
     return program_path(text)
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="stanaccel", description=__doc__.splitlines()[0])
-    sub = parser.add_subparsers(dest="command", required=True)
+def _bundled_programs() -> str:
+    from stanaccel.programs import programs_dir
 
-    nuts = sub.add_parser("nuts", help="run Stan's NUTS on a program")
-    nuts.add_argument("program", help="a .stan file or a bundled program name (gp_ard, mvn_mean, logistic)")
-    nuts.add_argument("--data", help="Stan JSON data file")
-    nuts.add_argument("--chains", type=int, default=4)
-    nuts.add_argument("--warmup", type=int, default=1000)
-    nuts.add_argument("--draws", type=int, default=1000)
-    nuts.add_argument("--thin", type=int, default=1)
-    nuts.add_argument("--seed", type=int, default=1)
-    nuts.add_argument("--metric", choices=["diag", "dense"], default="diag")
-    nuts.add_argument("--delta", type=float, default=0.8, help="target acceptance rate")
-    nuts.add_argument("--max-depth", type=int, default=10)
+    return ", ".join(sorted(p.stem for p in programs_dir().glob("*.stan")))
+
+
+class _HelpFormatter(argparse.HelpFormatter):
+    """Show each option's default where it has one."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        if action.default not in (None, False, argparse.SUPPRESS) and "%(default)" not in text:
+            text += " (default: %(default)s)"
+        return text
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from stanaccel import __version__
+
+    parser = argparse.ArgumentParser(
+        prog="stanaccel",
+        description="Faster, honest Bayesian sampling of Stan programs.",
+        epilog=(
+            "Run 'stanaccel COMMAND --help' for a command's options. A PROGRAM is a .stan file "
+            f"or the name of a bundled program ({_bundled_programs()}). The first use of a program "
+            "compiles it (about a minute); later uses load it from the cache ($STANACCEL_CACHE)."
+        ),
+        formatter_class=_HelpFormatter,
+    )
+    parser.add_argument("--version", action="version", version=f"stanaccel {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", help="what to do")
+
+    nuts = sub.add_parser(
+        "nuts",
+        help="run Stan's NUTS on a program",
+        description="Run Stan's NUTS (warm-up, then sampling), write the InferenceData as netCDF and "
+        "print the ArviZ summary. Ctrl-C stops the chains and writes the draws made so far.",
+        formatter_class=_HelpFormatter,
+    )
+    nuts.add_argument("program", help=f"a .stan file or a bundled program ({_bundled_programs()})")
+    nuts.add_argument("--data", help="Stan JSON data file (stanaccel.stan.write_data writes one)")
+    nuts.add_argument(
+        "--chains", type=int, help="number of chains (default 4; with --warmup-from, the file's)"
+    )
+    nuts.add_argument(
+        "--warmup", type=int, help="warm-up iterations per chain (default 1000; with --warmup-from, 0)"
+    )
+    nuts.add_argument("--draws", type=int, default=1000, help="draws per chain after warm-up")
+    nuts.add_argument("--thin", type=int, default=1, help="keep every THIN-th draw")
+    nuts.add_argument("--seed", type=int, default=1, help="random seed (chain c uses Stan's stream c+1)")
+    nuts.add_argument(
+        "--metric", choices=["diag", "dense"], default="diag", help="the metric adapted in warm-up"
+    )
+    nuts.add_argument("--delta", type=float, default=0.8, help="target acceptance rate of step adaptation")
+    nuts.add_argument("--max-depth", type=int, default=10, help="largest tree depth")
+    nuts.add_argument(
+        "--warmup-from",
+        metavar="FILE",
+        help="netCDF file of an earlier run (its --output): sample on from its last draws with its "
+        "adapted step sizes and metric, without a new warm-up",
+    )
     nuts.add_argument("--output", "-o", help="netCDF file for the InferenceData (default: PROGRAM-nuts.nc)")
     nuts.add_argument("--quiet", "-q", action="store_true", help="no progress bar")
     nuts.set_defaults(func=_nuts)
 
-    run = sub.add_parser("run", help="run a workflow file")
+    run = sub.add_parser(
+        "run",
+        help="run a workflow file",
+        description="Run the steps of a workflow file (TOML) in order; every table and key is checked "
+        "before the first step runs. Ctrl-C stops the current step, which keeps its partial outputs, "
+        "and records the stop in run.json.",
+        formatter_class=_HelpFormatter,
+    )
     run.add_argument("workflow", help="a workflow .toml file")
-    run.add_argument("--output", "-o", help="output folder (overrides the file's)")
+    run.add_argument("--output", "-o", help="output folder (default: the file's [workflow] output)")
     run.add_argument("--quiet", "-q", action="store_true", help="no progress bars")
     run.set_defaults(func=_run)
 
-    comp = sub.add_parser("compile", help="compile a Stan program (cached)")
-    comp.add_argument("program")
+    comp = sub.add_parser(
+        "compile",
+        help="compile a Stan program (cached)",
+        description="Compile a Stan program, or find it in the cache, and print where it is.",
+        formatter_class=_HelpFormatter,
+    )
+    comp.add_argument("program", help=f"a .stan file or a bundled program ({_bundled_programs()})")
     comp.set_defaults(func=_compile)
     return parser
 
 
+def _show_messages() -> None:
+    """Send stanaccel's log messages (compiling, waiting for a compile) to stderr."""
+    logger = logging.getLogger("stanaccel")
+    if not logger.handlers:
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("stanaccel: %(message)s"))
+        logger.addHandler(handler)
+        logger.setLevel(logging.INFO)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    _show_messages()
     from stanaccel.stan.errors import StanError
 
     try:
         return args.func(args)
     except (StanError, FileNotFoundError, ValueError) as exc:
         print(f"stanaccel {args.command}: error: {exc}", file=sys.stderr)
-        return 2
+        return BAD_INPUT
     except KeyboardInterrupt:
         print("stanaccel: interrupted", file=sys.stderr)
-        return 130
+        return INTERRUPTED
 
 
 if __name__ == "__main__":

@@ -14,6 +14,7 @@ import threading
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -93,6 +94,49 @@ class WarmupState:
     metric: str
     positions: np.ndarray
 
+    @classmethod
+    def from_netcdf(cls, path: str | Path) -> WarmupState:
+        """The warm-up saved in a NUTS run's netCDF file (``stanaccel nuts --output``).
+
+        Reads the ``adaptation`` group (step size, inverse metric and last
+        unconstrained point of each chain) and the metric type.
+
+        Raises
+        ------
+        FileNotFoundError
+            No such file.
+        ValueError
+            The file holds no NUTS adaptation, or its warm-up was stopped
+            before adaptation finished (its step size and metric are the
+            initial ones, not adapted).
+        """
+        import xarray as xr
+
+        path = Path(path)
+        if not path.is_file():
+            raise FileNotFoundError(f"warm-up file not found: {path}")
+        try:
+            adaptation = xr.load_dataset(path, group="adaptation")
+        except (OSError, ValueError) as exc:
+            raise ValueError(f"{path} holds no NUTS adaptation (no 'adaptation' group): {exc}") from exc
+        missing = {"step_size", "inv_metric", "last_position"} - set(adaptation.data_vars)
+        if missing or "metric" not in adaptation.attrs:
+            raise ValueError(
+                f"{path} holds no complete NUTS adaptation (missing {sorted(missing) or ['metric']}); "
+                "was it written by stanaccel nuts?"
+            )
+        if not int(adaptation.attrs.get("adapted", 0)):
+            raise ValueError(
+                f"the warm-up in {path} was stopped before adaptation finished, so its step size and "
+                "metric are not adapted; run the warm-up again"
+            )
+        return cls(
+            step_size=adaptation["step_size"].values.astype(float),
+            inv_metric=adaptation["inv_metric"].values.astype(float),
+            metric=str(adaptation.attrs["metric"]),
+            positions=adaptation["last_position"].values.astype(float),
+        )
+
 
 @dataclass
 class NutsFit:
@@ -121,6 +165,10 @@ class NutsFit:
         Stan's messages per chain (rejections, warnings).
     interrupted : bool
         True if the run was stopped early; the arrays hold what was drawn.
+    adapted : bool
+        True if ``step_size`` and ``inv_metric`` are usable for more
+        sampling: adapted by a finished warm-up, or given (no adaptation
+        asked). False when a warm-up was stopped before it finished.
     """
 
     param_names: list[str]
@@ -138,6 +186,7 @@ class NutsFit:
     settings: NutsSettings
     messages: list[list[str]] = field(default_factory=list)
     interrupted: bool = False
+    adapted: bool = True
 
     @property
     def chains(self) -> int:
@@ -179,7 +228,11 @@ class NutsFit:
             "warmup_posterior": unflatten(self.warmup_constrained, self.variables),
             "warmup_sample_stats": self.warmup_sample_stats,
             "unconstrained_posterior": {"theta_unc": self.draws_unconstrained},
-            "adaptation": {"step_size": self.step_size, "inv_metric": self.inv_metric},
+            "adaptation": {
+                "step_size": self.step_size,
+                "inv_metric": self.inv_metric,
+                "last_position": self.last_unconstrained(),
+            },
             "attrs": {
                 "sampler": "Stan NUTS",
                 "exact": True,
@@ -188,18 +241,32 @@ class NutsFit:
                 "wall_seconds": self.wall_seconds,
                 "gradient_evaluations": self.gradient_evaluations,
                 "interrupted": self.interrupted,
+                "adapted": self.adapted,
             },
         }
 
     def warmup_state(self) -> WarmupState:
-        """Step sizes, inverse metrics and last points, to continue without re-adapting."""
+        """Step sizes, inverse metrics and last points, to continue without re-adapting.
+
+        Raises
+        ------
+        ValueError
+            The warm-up was stopped before adaptation finished.
+        """
+        if not self.adapted:
+            raise ValueError("the warm-up was stopped before adaptation finished; there is no adaptation")
         return WarmupState(
             self.step_size.copy(), self.inv_metric.copy(), self.settings.metric, self.last_unconstrained()
         )
 
     def last_unconstrained(self) -> np.ndarray:
-        """The last unconstrained draw of each chain, (chains, dim): a start for later runs."""
+        """The last unconstrained draw of each chain, (chains, dim): a start for later runs.
+
+        NaN for a run stopped before its first draw.
+        """
         both = np.concatenate([self.warmup_unconstrained, self.draws_unconstrained], axis=1)
+        if both.shape[1] == 0:
+            return np.full((both.shape[0], both.shape[2]), np.nan)
         return both[:, -1, :]
 
 
@@ -208,7 +275,7 @@ def sample_nuts(
     *,
     inits: Any = None,
     inv_metric: np.ndarray | None = None,
-    warmup_from: WarmupState | None = None,
+    warmup_from: WarmupState | str | Path | None = None,
     progress: bool = True,
     **settings: Any,
 ) -> NutsFit:
@@ -226,9 +293,11 @@ def sample_nuts(
     inv_metric : ndarray, optional
         Initial (or, with ``adapt=False``, fixed) inverse metric: (dim,) for
         ``metric="diag"``, (dim, dim) for ``"dense"``, or one per chain.
-    warmup_from : WarmupState, optional
-        Continue from an earlier warm-up (``NutsFit.warmup_state()``, or a
-        CmdStan run via ``stanaccel.stan.cmdstan.read_warmup``): its step
+    warmup_from : WarmupState, str or Path, optional
+        Continue from an earlier warm-up (``NutsFit.warmup_state()``, a
+        netCDF file written from a NUTS run such as ``stanaccel nuts
+        --output``, or a CmdStan run via
+        ``stanaccel.stan.cmdstan.read_warmup``): its step
         sizes, inverse metrics, metric type and last points; unless given
         otherwise, no further warm-up and one chain per warm-up chain.
     progress : bool
@@ -242,6 +311,14 @@ def sample_nuts(
     NutsFit
     """
     step_sizes = None
+    if isinstance(warmup_from, str | Path):
+        source = warmup_from
+        warmup_from = WarmupState.from_netcdf(source)
+        if warmup_from.positions.shape[-1] != model.dim:
+            raise ValueError(
+                f"the warm-up in {source} has {warmup_from.positions.shape[-1]} unconstrained parameters; "
+                f"{model.name} has {model.dim}: is it the same program?"
+            )
     if warmup_from is not None:
         settings = {"chains": len(warmup_from.step_size), "warmup": 0, "adapt": False, **settings}
         settings["metric"] = warmup_from.metric
@@ -400,6 +477,7 @@ def _assemble(
         stats["n_steps"] = stats["n_steps"].astype(int)
     constrained = sample[:, :, n_sampler:]
     adapted = all(r["inv_metric"].size for r in results)
+    warmup_finished = not (config.adapt and config.warmup > 0) or adapted
     if adapted:
         step_size = np.array([r["stepsize"] for r in results])
         inv_metric = np.stack([r["inv_metric"] for r in results])
@@ -424,4 +502,5 @@ def _assemble(
         settings=config,
         messages=[list(r["messages"]) for r in results],
         interrupted=interrupted,
+        adapted=warmup_finished,
     )

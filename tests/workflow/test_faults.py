@@ -1,0 +1,169 @@
+"""Nothing lost under faults: unwritable outputs, Ctrl-C in real subprocesses, continuing a saved run."""
+
+import json
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+
+from stanaccel.cli import main
+from stanaccel.datasets import generate
+from stanaccel.diagnostics import to_inference_data
+from stanaccel.diagnostics._arviz import az
+from stanaccel.diagnostics.files import save_netcdf
+from stanaccel.stan import StanModel, write_data
+from stanaccel.stan.nuts import WarmupState, sample_nuts
+
+UNWRITABLE = "/proc/stanaccel-no-such-place/fit.nc"  # /proc refuses new files, even to root
+
+
+@pytest.fixture(scope="module")
+def mvn_data_file(tmp_path_factory):
+    path = tmp_path_factory.mktemp("data") / "mvn.json"
+    return write_data(path, generate("mvn_mean", N=10, D=2, seed=1).data)
+
+
+@pytest.mark.parametrize("where", ["folder", UNWRITABLE])
+def test_unwritable_output_is_refused_before_compiling(tmp_path, monkeypatch, capsys, mvn_data_file, where):
+    cache = tmp_path / "empty-cache"
+    monkeypatch.setenv("STANACCEL_CACHE", str(cache))
+    output = tmp_path if where == "folder" else where
+    code = main(["nuts", "mvn_mean", "--data", str(mvn_data_file), "-o", str(output), "-q"])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert str(output) in err and ("is a folder" in err or "cannot create" in err)
+    assert "iterations" not in err  # no sampling announced
+    assert not cache.exists()  # nothing compiled or even looked up
+
+
+def test_draws_go_to_a_fallback_file_when_the_output_cannot_be_written(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    draws = np.random.default_rng(0).standard_normal((2, 50))
+    idata = to_inference_data({"posterior": {"x": draws}})
+    written = save_netcdf(idata, UNWRITABLE)
+    assert written.parent == tmp_path and written.name.startswith("fit-rescued-")
+    np.testing.assert_array_equal(az.from_netcdf(str(written)).posterior["x"].values, draws)
+
+
+def _interrupt(command: list[str], marker: str, delay: float, timeout: float = 180) -> tuple[int, str]:
+    """Run ``command``, SIGINT it ``delay`` s after ``marker`` is in its output; return (code, output)."""
+    process = subprocess.Popen(
+        command,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        # A shell that starts pytest in the background makes it ignore SIGINT, which children inherit.
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
+    lines, deadline = [], time.monotonic() + timeout
+    for line in process.stdout:
+        lines.append(line)
+        if marker in line:
+            break
+        assert time.monotonic() < deadline, "".join(lines)
+    else:
+        process.wait()
+        pytest.fail(f"{marker!r} never appeared; exit {process.returncode}:\n{''.join(lines)}")
+    time.sleep(delay)
+    process.send_signal(signal.SIGINT)
+    rest, _ = process.communicate(timeout=timeout)
+    return process.returncode, "".join(lines) + rest
+
+
+CLI = [sys.executable, "-m", "stanaccel.cli"]
+
+
+@pytest.mark.parametrize("phase", ["warmup", "sampling"])
+def test_interrupted_nuts_writes_its_draws_and_exits_130(tmp_path, mvn_program, mvn_data_file, phase):
+    out = tmp_path / "fit.nc"
+    lengths = ["--warmup", "100000000", "--draws", "10"] if phase == "warmup" else ["--warmup", "100"]
+    lengths += [] if phase == "warmup" else ["--draws", "100000000"]
+    command = [*CLI, "nuts", "mvn_mean", "--data", str(mvn_data_file), "--chains", "2", "-q", "-o", str(out)]
+    code, output = _interrupt([*command, *lengths], "iterations", delay=2.0)
+    assert code == 130, output
+    assert f"interrupted: wrote {out} with" in output
+    assert "Traceback" not in output and "error" not in output.lower()
+    posterior = az.from_netcdf(str(out))
+    draws = posterior.posterior.sizes["draw"]
+    if phase == "warmup":
+        assert draws == 0 and "not adapted" in output
+        assert posterior.warmup_posterior.sizes["draw"] > 0
+        with pytest.raises(ValueError, match="stopped before adaptation finished"):
+            WarmupState.from_netcdf(out)
+    else:
+        assert draws > 0 and f"with {draws} draws per chain" in output
+
+
+def test_continuing_from_a_saved_run_needs_no_new_warmup(tmp_path, mvn_program, mvn_data_file, capsys):
+    first = tmp_path / "first.nc"
+    args = ["nuts", "mvn_mean", "--data", str(mvn_data_file), "--chains", "2", "-q", "--seed", "4"]
+    assert main([*args, "--warmup", "300", "--draws", "50", "-o", str(first)]) == 0
+    saved = az.from_netcdf(str(first))
+    second = tmp_path / "second.nc"
+    assert main([*args, "--draws", "200", "--warmup-from", str(first), "-o", str(second)]) == 0
+    assert "0 warm-up" in capsys.readouterr().err
+    continued = az.from_netcdf(str(second))
+    assert (continued.posterior.sizes["chain"], continued.posterior.sizes["draw"]) == (2, 200)
+    assert "warmup_posterior" not in continued.groups()
+    np.testing.assert_allclose(continued.adaptation["step_size"], saved.adaptation["step_size"])
+    np.testing.assert_allclose(continued.sample_stats["step_size"][:, 0], saved.adaptation["step_size"])
+
+    fit = sample_nuts(StanModel(mvn_program, mvn_data_file), warmup_from=first, draws=100, progress=False)
+    assert fit.warmup_unconstrained.shape[1] == 0 and fit.num_draws == 100
+    assert fit.sample_stats["n_steps"].sum() < 100 * 2 * 8  # adapted: short trajectories from the start
+    np.testing.assert_allclose(fit.inv_metric, saved.adaptation["inv_metric"])
+
+
+def test_continuing_from_another_programs_run_is_refused(tmp_path, mvn_model, gp_model):
+    fit = sample_nuts(gp_model, chains=1, warmup=100, draws=10, progress=False)
+    path = tmp_path / "gp.nc"
+    save_netcdf(to_inference_data(fit), path)
+    with pytest.raises(ValueError, match="same program"):
+        sample_nuts(mvn_model, warmup_from=path, progress=False)
+
+
+INTERRUPTED_WORKFLOW = """
+[workflow]
+name = "long"
+seed = 3
+
+[[steps]]
+name = "data"
+action = "generate"
+generator = "mvn_mean"
+N = 10
+D = 2
+
+[[steps]]
+name = "nuts"
+action = "nuts"
+program = "mvn_mean"
+data = "data"
+chains = 2
+warmup = 100
+draws = 100000000
+
+[[steps]]
+name = "after"
+action = "generate"
+generator = "mvn_mean"
+N = 10
+D = 2
+"""
+
+
+def test_interrupted_workflow_stops_and_records_it(tmp_path, mvn_program):
+    path = tmp_path / "long.toml"
+    path.write_text(INTERRUPTED_WORKFLOW)
+    out = tmp_path / "out"
+    code, output = _interrupt([*CLI, "run", str(path), "-o", str(out), "-q"], "step nuts", delay=4.0)
+    assert code == 130, output
+    assert "interrupted: step 'nuts'" in output and " done" not in output
+    record = json.loads((out / "run.json").read_text())
+    assert record["status"] == "interrupted" and record["interrupted_step"] == "nuts"
+    assert [(s["name"], s["status"]) for s in record["steps"]] == [("data", "done"), ("nuts", "interrupted")]
+    assert not (out / "after").exists()
+    assert az.from_netcdf(str(out / "nuts" / "posterior.nc")).posterior.sizes["draw"] > 0
