@@ -12,7 +12,6 @@ interrupted (Ctrl-C), after writing what was drawn.
 from __future__ import annotations
 
 import argparse
-import logging
 import sys
 from pathlib import Path
 
@@ -200,20 +199,12 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _show_messages() -> None:
-    """Send stanaccel's log messages (compiling, waiting for a compile) to stderr."""
-    logger = logging.getLogger("stanaccel")
-    if not logger.handlers:
-        handler = logging.StreamHandler(sys.stderr)
-        handler.setFormatter(logging.Formatter("stanaccel: %(message)s"))
-        logger.addHandler(handler)
-        logger.setLevel(logging.INFO)
-
-
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    _show_messages()
+    from stanaccel.stan.compiler import enable_build_messages
     from stanaccel.stan.errors import StanError
+
+    enable_build_messages()  # a first compile takes a minute: say so
 
     try:
         return args.func(args)

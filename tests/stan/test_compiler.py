@@ -50,4 +50,6 @@ def test_concurrent_builds_of_one_target_build_once(tmp_path):
     built = sorted(results.get() for _ in workers)
     assert built == [False, False, True]
     assert target.read_text() == "complete artefact"
-    assert [p.name for p in target.parent.iterdir() if not p.name.endswith(".lock")] == ["program.so"]
+    # The artefact and its manifest (size and SHA-256); no temporary files left behind.
+    names = sorted(p.name for p in target.parent.iterdir() if not p.name.endswith(".lock"))
+    assert names == ["program.so", "program.so.json"]

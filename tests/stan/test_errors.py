@@ -33,7 +33,8 @@ def test_missing_program_file():
         compile_program("nowhere.stan")
 
 
-def test_no_compiler_says_so(monkeypatch):
+def test_no_compiler_says_so(monkeypatch, tmp_path):
+    monkeypatch.setenv("STANACCEL_CACHE", str(tmp_path))  # nothing cached: a build is needed
     monkeypatch.setenv("CXX", "/nonexistent/g++")
     with pytest.raises(StanBuildError, match="no C\\+\\+ compiler found"):
         compile_program("parameters { real y; } model { y ~ normal(0, 1); }")

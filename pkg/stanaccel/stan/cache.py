@@ -1,10 +1,19 @@
 """The on-disk cache of built Stan programs.
 
 A build is keyed by a hash of everything that changes its output (program
-text, bridge source, compiler flags and version, httpstan version). Builds of
+text, bridge source, compiler flags, pybind11 and httpstan versions). Builds of
 the same key are serialised with a file lock, and each artefact is written
 under a temporary name and renamed into place, so concurrent builds (several
 processes, or pytest-xdist workers) never see or leave a half-written file.
+
+Each artefact has a manifest beside it, ``<artefact>.json``, recording its
+size and SHA-256 (and, for information, the compiler that built it). The
+manifest is written before the artefact is renamed into place, so a crash
+never leaves an artefact that looks valid. An artefact is used only if it
+matches its manifest; otherwise it is removed and rebuilt, with a warning
+naming the file and the reason. A damaged shared library cannot be caught
+later: loading one truncated or overwritten on disk (a full disk, a killed
+copy, a bad sector) crashes Python with a bus error or a segfault.
 """
 
 from __future__ import annotations
@@ -12,12 +21,17 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import hashlib
+import json
+import logging
 import os
 import tempfile
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 CACHE_ENV = "STANACCEL_CACHE"
+
+logger = logging.getLogger(__name__)
 
 
 def cache_dir() -> Path:
@@ -41,35 +55,137 @@ def content_hash(*parts: str) -> str:
     return digest.hexdigest()[:20]
 
 
+def file_sha256(path: Path) -> str:
+    """The SHA-256 hex digest of a file's bytes."""
+    with open(path, "rb") as handle:
+        return hashlib.file_digest(handle, "sha256").hexdigest()
+
+
+def manifest_path(target: Path) -> Path:
+    """Where the manifest of the artefact ``target`` lives: ``<target>.json``."""
+    return target.with_name(target.name + ".json")
+
+
+def lock_path(target: Path) -> Path:
+    """The lock file serialising builds of ``target``: ``<target>.lock``."""
+    return target.with_name(target.name + ".lock")
+
+
+def damage(target: Path) -> str | None:
+    """Why the cached artefact ``target`` cannot be used, or None if it matches its manifest.
+
+    Returns "missing" if there is no artefact at all (not yet built).
+    """
+    if not target.exists():
+        return "missing"
+    try:
+        record = json.loads(manifest_path(target).read_text())
+        size, sha256 = record["size"], record["sha256"]
+    except FileNotFoundError:
+        return "no manifest"
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        return f"unreadable manifest: {exc!r}"
+    actual_size = target.stat().st_size
+    if actual_size != size:
+        return f"size {actual_size} != {size}"
+    actual_sha256 = file_sha256(target)
+    if actual_sha256 != sha256:
+        return f"SHA-256 {actual_sha256[:16]}... != {str(sha256)[:16]}..."
+    return None
+
+
 @contextlib.contextmanager
-def locked(path: Path) -> Iterator[None]:
-    """Hold an exclusive lock on ``path.lock`` while the block runs."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path.with_name(path.name + ".lock"), "w") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
+def locked(target: Path, what: str | None = None) -> Iterator[None]:
+    """Hold an exclusive lock on ``<target>.lock`` while the block runs.
+
+    If another process holds it (it is building ``target``), say so before
+    waiting: a build takes about a minute, and silence looks like a hang.
+    """
+    target.parent.mkdir(parents=True, exist_ok=True)
+    lock = lock_path(target)
+    with open(lock, "w") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            logger.info("waiting for another process compiling %s (lock %s)", what or target.name, lock)
+            fcntl.flock(handle, fcntl.LOCK_EX)
         try:
             yield
         finally:
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
-def build_once(target: Path, build: Callable[[Path], None]) -> bool:
-    """Make ``target`` with ``build(tmp_path)`` unless it exists; return True if built.
+def _remove(target: Path) -> None:
+    """Remove an artefact and its manifest, if present."""
+    for path in (target, manifest_path(target)):
+        with contextlib.suppress(FileNotFoundError):
+            path.unlink()
 
-    ``build`` writes to a temporary path in the same folder, which is then
-    renamed onto ``target`` (an atomic step on one file system).
+
+def _write_manifest(target: Path, built: Path, info: dict[str, str]) -> None:
+    """Record the size and SHA-256 of ``built`` (the artefact to become ``target``)."""
+    record = {
+        "artefact": target.name,
+        "size": built.stat().st_size,
+        "sha256": file_sha256(built),
+        "built_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        **info,
+    }
+    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".tmp-", suffix=".json")
+    try:
+        with os.fdopen(fd, "w") as handle:
+            json.dump(record, handle, indent=1)
+        os.replace(tmp, manifest_path(target))
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+
+
+def build_once(target: Path, build: Callable[[Path], dict[str, str] | None], what: str | None = None) -> bool:
+    """Make ``target`` with ``build(tmp_path)`` unless an intact copy exists; return True if built.
+
+    ``build`` writes to a temporary path in the same folder; its manifest is
+    written, then the artefact is renamed onto ``target`` (an atomic step on
+    one file system). ``build`` may return a dict of text fields to record
+    in the manifest (such as the compiler version). A ``target`` that does
+    not match its manifest (see :func:`damage`) is removed and rebuilt, with
+    a warning. ``what`` names the artefact in the message shown while
+    waiting for another process's build.
     """
-    if target.exists():
+    if damage(target) is None:
         return False
-    with locked(target):
-        if target.exists():
+    with locked(target, what):
+        problem = damage(target)
+        if problem is None:
             return False
+        if problem != "missing":
+            logger.warning("cached build of %s is damaged (%s); rebuilding", target, problem)
+        _remove(target)
         fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".tmp-", suffix=target.suffix)
         os.close(fd)
         try:
-            build(Path(tmp))
+            info = build(Path(tmp)) or {}
+            _write_manifest(target, Path(tmp), info)
             os.replace(tmp, target)
         finally:
             if os.path.exists(tmp):
                 os.unlink(tmp)
     return True
+
+
+def discard(target: Path, reason: str, seen: os.stat_result, what: str | None = None) -> None:
+    """Remove a cached artefact that matched its manifest but proved unusable (it did not load).
+
+    ``seen`` is the artefact's ``stat()`` taken before it was tried: if
+    another process has replaced the file since (rebuilt it), the new one is
+    kept. The next :func:`build_once` rebuilds a removed artefact.
+    """
+    with locked(target, what):
+        try:
+            current = target.stat()
+        except FileNotFoundError:
+            return
+        if (current.st_ino, current.st_mtime_ns) != (seen.st_ino, seen.st_mtime_ns):
+            return
+        logger.warning("cached build of %s is damaged (%s); rebuilding", target, reason)
+        _remove(target)

@@ -142,16 +142,52 @@ class StanModel:
     ) -> tuple[float, np.ndarray]:
         """Log density and its gradient at an unconstrained point.
 
-        ``out`` (a float64 array of length ``dim``) receives the gradient if
-        given; it is reused, so a caller that keeps a gradient must copy it.
+        ``out`` (a writeable, C-contiguous float64 array of shape ``(dim,)``)
+        receives the gradient if given; it is reused, so a caller that keeps a
+        gradient must copy it.
+
+        Raises
+        ------
+        ValueError
+            ``out`` is not such an array. Any other buffer would be converted
+            to a temporary copy on the way into C++, and the gradient written
+            there would never reach ``out``.
         """
+        if out is None:
+            out = np.empty(self._dim)
+        else:
+            check_gradient_buffer(out, self._dim)
         self.n_gradient += 1
-        grad = np.empty(self._dim) if out is None else out
-        return self._model.log_density_gradient(theta_unc, propto, jacobian, grad), grad
+        return self._model.log_density_gradient(theta_unc, propto, jacobian, out), out
 
     def time_log_density_gradient(self, theta_unc: np.ndarray, repeats: int = 1000) -> float:
         """Mean seconds per gradient evaluation timed inside C++ (no Python)."""
         return self._model.time_log_density_gradient(theta_unc, repeats)
+
+
+def check_gradient_buffer(out: np.ndarray, dim: int) -> None:
+    """Refuse a gradient buffer that C++ could not write in place.
+
+    pybind11 silently copies an array of another dtype or memory layout into a
+    temporary, so the gradient would be written there and ``out`` left as it was.
+
+    Raises
+    ------
+    ValueError
+        Naming what is wrong: not an array, dtype, shape, layout or read-only.
+    """
+    if not isinstance(out, np.ndarray):
+        raise ValueError(f"gradient buffer `out` must be a NumPy array, got {type(out).__name__}")
+    if out.dtype != np.float64:
+        raise ValueError(f"gradient buffer `out` must have dtype float64, got {out.dtype}")
+    if out.shape != (dim,):
+        raise ValueError(f"gradient buffer `out` must have shape ({dim},), got {out.shape}")
+    if not out.flags.c_contiguous:
+        raise ValueError(
+            f"gradient buffer `out` must be C-contiguous, got a strided view (strides {out.strides})"
+        )
+    if not out.flags.writeable:
+        raise ValueError("gradient buffer `out` is read-only")
 
 
 def unflatten(flat: np.ndarray, variables: Variables) -> dict[str, np.ndarray]:

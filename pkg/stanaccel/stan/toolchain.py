@@ -6,6 +6,17 @@ Stan Math, Eigen, Boost, Sundials and TBB headers and libraries. The
 flags below are the ones httpstan's own headers are built for. pybind11 comes
 from its own package, not from httpstan: the copy httpstan ships (2.9)
 predates NumPy 2 and builds arrays with zero strides under it.
+
+The C++ compiler is looked up only when something must be built
+(:attr:`Toolchain.cxx` is lazy), and a built program's cache key does not
+include the compiler's identity (:meth:`Toolchain.identity`). So a machine
+without a compiler, or with another version of it, loads every program
+already in the cache: the extension's binary interface is fixed by the
+flags, Python, pybind11 and httpstan, which are in the key, and a compiler
+upgrade need not discard every build. The compiler's version is recorded in
+each artefact's manifest, for information. The bridge object, which is only
+used when building, does carry the compiler's version in its key, so one
+link never mixes object files from two compilers.
 """
 
 from __future__ import annotations
@@ -38,8 +49,18 @@ class Toolchain:
     stanc: Path
     include_dir: Path
     library_dir: Path
-    cxx: str
     httpstan_version: str
+
+    @functools.cached_property
+    def cxx(self) -> str:
+        """The C++ compiler, found on first use (see :func:`find_compiler`).
+
+        Raises
+        ------
+        StanBuildError
+            No compiler exists; only building needs one, never loading.
+        """
+        return find_compiler()
 
     def compile_flags(self) -> list[str]:
         """Flags for compiling one translation unit to an object file."""
@@ -61,14 +82,17 @@ class Toolchain:
         return ["-shared", f"-L{lib}", *LIBRARIES, f"-Wl,-rpath,{lib}"]
 
     def identity(self) -> str:
-        """Text that changes whenever a build made with this toolchain would."""
+        """Text that changes whenever the binary interface of a build made with this toolchain would.
+
+        It leaves out the compiler's identity, so that a cached program loads
+        without a compiler (see the module's notes).
+        """
         import pybind11
 
         return "\n".join(
             [
                 self.httpstan_version,
                 pybind11.__version__,
-                compiler_version(self.cxx),
                 sysconfig.get_config_var("EXT_SUFFIX") or "",
                 *self.compile_flags(),
                 *self.link_flags(),
@@ -104,7 +128,7 @@ def find_compiler() -> str:
 
 
 def find_toolchain() -> Toolchain:
-    """Locate httpstan's stanc, headers and libraries, and a C++ compiler."""
+    """Locate httpstan's stanc, headers and libraries (the compiler is found lazily)."""
     try:
         import httpstan
     except ImportError as exc:  # pragma: no cover - httpstan is a declared dependency
@@ -117,6 +141,5 @@ def find_toolchain() -> Toolchain:
         stanc=stanc,
         include_dir=root / "include",
         library_dir=root / "lib",
-        cxx=find_compiler(),
         httpstan_version=httpstan.__version__,
     )

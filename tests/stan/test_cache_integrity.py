@@ -1,0 +1,240 @@
+"""The build cache survives damage, loads without a compiler, and says what it is doing.
+
+One small program is built once, in a private cache (``STANACCEL_CACHE``),
+by a subprocess; each damage case works on a copy of that cache, also in a
+subprocess, so that a crash on loading a damaged library shows as an exit
+code instead of killing pytest (and a library loaded here could not be
+loaded again anyway).
+"""
+
+import json
+import math
+import os
+import re
+import shutil
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from stanaccel.stan.cache import build_once, file_sha256, locked, manifest_path
+from stanaccel.stan.compiler import available_cores
+
+PROGRAM = "parameters { real y; } model { y ~ normal(0, 1); }"
+EXPECTED_LP = -0.5 * 0.5**2 - 0.5 * math.log(2 * math.pi)  # log N(0.5 | 0, 1)
+
+# Compile (or load) PROGRAM, evaluate it at y = 0.5, print a JSON line with the
+# outcome and the build messages, each with its time in seconds.
+SCRIPT = """
+import json, logging, sys
+from stanaccel.stan import StanModel, compile_program
+from stanaccel.stan.compiler import enable_build_messages
+
+enable_build_messages()
+timed = []
+
+class Timed(logging.Handler):
+    def emit(self, record):
+        timed.append((record.relativeCreated / 1000, record.getMessage()))
+
+logging.getLogger("stanaccel").addHandler(Timed())
+program = compile_program(sys.argv[1])
+lp = StanModel(program).log_density([0.5], propto=False)
+print(json.dumps({"built": program.built, "library": str(program.library), "lp": lp, "messages": timed}))
+"""
+
+
+def run_program(cache: Path, *, no_compiler: bool = False) -> subprocess.CompletedProcess:
+    """Run SCRIPT with ``cache`` as the cache; with no_compiler, PATH holds only Python's folder."""
+    env = {**os.environ, "STANACCEL_CACHE": str(cache)}
+    if no_compiler:
+        env.pop("CXX", None)
+        env["PATH"] = str(Path(sys.executable).parent)
+        assert shutil.which("g++", path=env["PATH"]) is None and shutil.which("c++", path=env["PATH"]) is None
+    return subprocess.run(
+        [sys.executable, "-c", SCRIPT, PROGRAM], env=env, capture_output=True, text=True, timeout=600
+    )
+
+
+def outcome(process: subprocess.CompletedProcess) -> dict:
+    """The JSON line printed by SCRIPT, after checking that it exited cleanly."""
+    assert process.returncode == 0, f"exit code {process.returncode}; stderr:\n{process.stderr}"
+    return json.loads(process.stdout.strip().splitlines()[-1])
+
+
+@pytest.fixture(scope="module")
+def built_cache(tmp_path_factory):
+    """A private cache in which PROGRAM (and the bridge) were just built; and that run's outcome."""
+    cache = tmp_path_factory.mktemp("stanaccel-cache")
+    process = run_program(cache)
+    return cache, outcome(process), process.stderr
+
+
+def copy_of(built_cache, tmp_path) -> tuple[Path, Path]:
+    """A copy of the built cache, and the path of the program's library in it."""
+    cache, first, _ = built_cache
+    copy = tmp_path / "cache"
+    shutil.copytree(cache, copy)
+    return copy, copy / Path(first["library"]).relative_to(cache)
+
+
+def test_first_build_is_announced(built_cache):
+    cache, first, stderr = built_cache
+    assert first["built"] is True
+    assert first["lp"] == pytest.approx(EXPECTED_LP, rel=1e-12)
+    assert f"stanaccel: compiling Stan program anon (about a minute; cached afterwards in {cache})" in stderr
+    assert "stanaccel: compiling stanaccel's Stan bridge" in stderr
+    assert re.search(r"^stanaccel: compiled anon in \d+ s$", stderr, re.MULTILINE), stderr
+
+
+@pytest.mark.skipif(available_cores() < 2, reason="the bridge is built concurrently only with 2+ cores")
+def test_bridge_and_first_program_compile_at_the_same_time(built_cache):
+    times = {}
+    for seconds, message in built_cache[1]["messages"]:
+        for event in ("compiling Stan program", "compiled anon", "compiling stanaccel", "compiled stanaccel"):
+            if message.startswith(event):
+                times[event] = seconds
+    assert len(times) == 4, built_cache[1]["messages"]
+    # Serially, one compile would start only after the other finished (18 s and 38 s here).
+    assert times["compiling stanaccel"] - times["compiling Stan program"] < 2.0, times
+    assert times["compiled anon"] - times["compiled stanaccel"] < 5.0, times  # the link, after the bridge
+
+
+def test_cached_program_has_a_manifest(built_cache):
+    cache, first, _ = built_cache
+    library = Path(first["library"])
+    (bridge,) = (cache / "bridge").glob("bridge-*.o")
+    for artefact in (library, bridge):
+        record = json.loads(manifest_path(artefact).read_text())
+        assert record["size"] == artefact.stat().st_size
+        assert record["sha256"] == file_sha256(artefact)
+        assert record["compiler"].startswith(("g++", "c++", "clang")), record
+
+
+def _truncate_to_half(library: Path) -> None:
+    os.truncate(library, library.stat().st_size // 2)
+
+
+def _truncate_to_zero(library: Path) -> None:
+    os.truncate(library, 0)
+
+
+def _garble_4_kib(library: Path) -> None:
+    with open(library, "r+b") as handle:
+        handle.seek(library.stat().st_size // 2)
+        handle.write(b"\xa5" * 4096)
+
+
+@pytest.mark.parametrize(
+    ("damage", "reason"),
+    [(_truncate_to_half, "size"), (_truncate_to_zero, "size 0 != "), (_garble_4_kib, "SHA-256")],
+    ids=["truncated-to-half", "truncated-to-zero", "4-KiB-garbled"],
+)
+def test_damaged_cached_program_is_rebuilt(built_cache, tmp_path, damage, reason):
+    cache, library = copy_of(built_cache, tmp_path)
+    damage(library)
+    rebuilt = outcome(run_program(cache))
+    assert rebuilt["built"] is True
+    assert rebuilt["lp"] == pytest.approx(EXPECTED_LP, rel=1e-12)
+    warnings = [m for _, m in rebuilt["messages"] if m.startswith(f"cached build of {library} is damaged")]
+    assert len(warnings) == 1 and reason in warnings[0] and warnings[0].endswith("; rebuilding"), warnings
+    assert not any("bridge" in m for _, m in rebuilt["messages"]), "the intact bridge was rebuilt"
+    assert outcome(run_program(cache))["built"] is False
+
+
+def test_cached_program_that_does_not_load_is_removed(built_cache, tmp_path):
+    # Matches its manifest but is no library: import fails, the entry goes, and
+    # the rebuild (here without a compiler) says why it cannot happen.
+    cache, library = copy_of(built_cache, tmp_path)
+    library.write_bytes(b"not a shared library\n" * 100)
+    manifest = json.loads(manifest_path(library).read_text())
+    manifest.update(size=library.stat().st_size, sha256=file_sha256(library))
+    manifest_path(library).write_text(json.dumps(manifest))
+    process = run_program(cache, no_compiler=True)
+    assert process.returncode == 1
+    assert f"cached build of {library} is damaged (it does not load: " in process.stderr
+    assert "StanBuildError: no C++ compiler found" in process.stderr
+    assert not library.exists() and not manifest_path(library).exists()
+
+
+def test_cached_program_loads_without_a_compiler(built_cache):
+    cache, first, _ = built_cache
+    loaded = outcome(run_program(cache, no_compiler=True))
+    assert loaded["built"] is False
+    assert loaded["library"] == first["library"]
+    assert loaded["lp"] == pytest.approx(EXPECTED_LP, rel=1e-12)
+
+
+def test_building_without_a_compiler_says_one_is_needed(tmp_path):
+    process = run_program(tmp_path, no_compiler=True)
+    assert process.returncode == 1
+    assert "StanBuildError: no C++ compiler found (looked for g++, c++)" in process.stderr
+    assert "install one (Debian: apt-get install g++) or set CXX" in process.stderr
+
+
+# ---- the cache machinery alone, on small text artefacts --------------------------------------
+
+
+def _write(text):
+    def build(tmp):
+        tmp.write_text(text)
+
+    return build
+
+
+def test_artefact_without_manifest_is_rebuilt(tmp_path, caplog):
+    target = tmp_path / "artefact.o"
+    target.write_text("left by an older stanaccel, or half copied")
+    with caplog.at_level("WARNING", logger="stanaccel.stan.cache"):
+        assert build_once(target, _write("fresh")) is True
+    assert target.read_text() == "fresh"
+    assert f"cached build of {target} is damaged (no manifest); rebuilding" in caplog.messages
+    assert build_once(target, _write("again")) is False
+
+
+def test_failed_build_leaves_nothing_that_looks_valid(tmp_path):
+    target = tmp_path / "artefact.o"
+
+    def crash(tmp):
+        tmp.write_text("half")
+        raise RuntimeError("compiler killed")
+
+    with pytest.raises(RuntimeError, match="compiler killed"):
+        build_once(target, crash)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["artefact.o.lock"]
+
+
+def test_waiting_for_another_build_is_announced(tmp_path, caplog):
+    target = tmp_path / "program.so"
+    results = []
+    with caplog.at_level("INFO", logger="stanaccel.stan.cache"):
+        with locked(target):  # another build holds the lock
+            waiter = threading.Thread(
+                target=lambda: results.append(build_once(target, _write("built"), "Stan program demo"))
+            )
+            waiter.start()
+            deadline = time.monotonic() + 10
+            while not caplog.messages and time.monotonic() < deadline:
+                time.sleep(0.01)
+            assert results == []
+        waiter.join(timeout=10)
+    assert results == [True]
+    lock = tmp_path / "program.so.lock"
+    assert caplog.messages[0] == f"waiting for another process compiling Stan program demo (lock {lock})"
+
+
+def test_build_messages_are_enabled_once(tmp_path):
+    script = (
+        "import logging\n"
+        "from stanaccel.stan.compiler import enable_build_messages\n"
+        "enable_build_messages()\n"
+        "enable_build_messages()\n"
+        "logging.getLogger('stanaccel.stan.compiler').info('compiling something')\n"
+        "logging.getLogger('stanaccel.stan.compiler').debug('details')\n"
+    )
+    process = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert process.returncode == 0, process.stderr
+    assert process.stderr == "stanaccel: compiling something\n"
