@@ -11,7 +11,7 @@ STAMP := $(VENV)/.installed-stamp
 $(STAMP): pyproject.toml
 	@command -v g++ >/dev/null || command -v c++ >/dev/null || { \
 	  echo "stanaccel needs a C++ compiler to build Stan programs (Debian: apt-get install g++)"; exit 1; }
-	@echo "Setting up .venv: stanaccel and its dependencies (about 2.2 GB, 2-3 minutes on first use)"
+	@echo "Setting up .venv: stanaccel and its dependencies (about 2.2 GB, 1-3 minutes on first use)"
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -e ".[dev]"

@@ -159,7 +159,7 @@ def test_interrupted_workflow_stops_and_records_it(tmp_path, mvn_program):
     path = tmp_path / "long.toml"
     path.write_text(INTERRUPTED_WORKFLOW)
     out = tmp_path / "out"
-    code, output = _interrupt([*CLI, "run", str(path), "-o", str(out), "-q"], "step nuts", delay=4.0)
+    code, output = _interrupt([*CLI, "run", str(path), "-o", str(out), "-q"], "NUTS on", delay=2.0)
     assert code == 130, output
     assert "interrupted: step 'nuts'" in output and " done" not in output
     record = json.loads((out / "run.json").read_text())

@@ -84,6 +84,9 @@ def nuts_step(step: dict[str, Any], context: RunContext, seed: int) -> dict[str,
     if unknown:
         raise ValueError(f"step {step['name']!r}: unknown NUTS settings {sorted(unknown)}")
     settings["seed"] = seed
+    plan = NutsSettings(**settings)
+    lengths = f"{plan.chains} chains x ({plan.warmup} warm-up + {plan.draws}) iterations"
+    print(f"  NUTS on {model.name}: {lengths}", flush=True)
     fit = sample_nuts(model, progress=context.progress, **settings)
     idata = to_inference_data(fit)
     folder = _folder(context, step)
