@@ -135,7 +135,7 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=(
             "Run 'stanaccel COMMAND --help' for a command's options. A PROGRAM is a .stan file "
             f"or the name of a bundled program ({_bundled_programs()}). The first use of a program "
-            "compiles it (about a minute); later uses load it from the cache ($STANACCEL_CACHE)."
+            "compiles it (up to a minute); later uses load it from the cache ($STANACCEL_CACHE)."
         ),
         formatter_class=_HelpFormatter,
     )

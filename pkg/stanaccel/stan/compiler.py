@@ -220,7 +220,7 @@ def build_program(
     """
     label = name.removesuffix("_model")
     cxx = toolchain.cxx  # no compiler: say so before starting anything
-    logger.info("compiling Stan program %s (about a minute; cached afterwards in %s)", label, cache_dir())
+    logger.info("compiling Stan program %s (up to a minute; cached afterwards in %s)", label, cache_dir())
     start = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="stanaccel-build-") as tmp, ThreadPoolExecutor(1) as pool:
         bridge = pool.submit(bridge_object, toolchain) if available_cores() > 1 else None
@@ -266,7 +266,7 @@ def bridge_object(toolchain: Toolchain) -> Path:
     target = cache_dir() / "bridge" / f"bridge-{key}.o"
 
     def build(tmp_object: Path) -> dict[str, str]:
-        logger.info("compiling stanaccel's Stan bridge (once per machine, about a minute)")
+        logger.info("compiling stanaccel's Stan bridge (once per machine, up to a minute)")
         start = time.perf_counter()
         toolchain.run_compiler(
             [*toolchain.compile_flags(), "-c", str(BRIDGE_SOURCE), "-o", str(tmp_object)],
