@@ -98,9 +98,10 @@ def test_bridge_and_first_program_compile_at_the_same_time(built_cache):
             if message.startswith(event):
                 times[event] = seconds
     assert len(times) == 4, built_cache[1]["messages"]
-    # Serially, one compile would start only after the other finished (18 s and 38 s here).
-    assert times["compiling stanaccel"] - times["compiling Stan program"] < 2.0, times
-    assert times["compiled anon"] - times["compiled stanaccel"] < 5.0, times  # the link, after the bridge
+    # Serially, one compile would start only after the other finished (this program alone takes 12 s
+    # or more, the bridge 30 s); margins allow for a loaded machine.
+    assert times["compiling stanaccel"] - times["compiling Stan program"] < 6.0, times
+    assert times["compiled stanaccel"] <= times["compiled anon"], times  # the link waits for the bridge
 
 
 def test_cached_program_has_a_manifest(built_cache):
