@@ -81,7 +81,7 @@ def _run(args: argparse.Namespace) -> int:
     from stanaccel.workflow import WorkflowInterrupted, run_workflow
 
     try:
-        context = run_workflow(args.workflow, output=args.output, progress=not args.quiet)
+        context = run_workflow(args.workflow, output=args.output, seed=args.seed, progress=not args.quiet)
     except WorkflowInterrupted as stop:
         print(f"interrupted: {stop}", file=sys.stderr)
         return INTERRUPTED
@@ -111,9 +111,9 @@ def _program(text: str) -> Path:
 
 
 def _bundled_programs() -> str:
-    from stanaccel.programs import programs_dir
+    from stanaccel.programs import bundled_programs
 
-    return ", ".join(sorted(p.stem for p in programs_dir().glob("*.stan")))
+    return ", ".join(bundled_programs())
 
 
 class _HelpFormatter(argparse.HelpFormatter):
@@ -185,6 +185,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     run.add_argument("workflow", help="a workflow .toml file")
     run.add_argument("--output", "-o", help="output folder (default: the file's [workflow] output)")
+    run.add_argument(
+        "--seed", type=int, help="workflow seed, from which each step's derives (default: the file's)"
+    )
     run.add_argument("--quiet", "-q", action="store_true", help="no progress bars")
     run.set_defaults(func=_run)
 

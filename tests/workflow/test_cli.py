@@ -123,3 +123,31 @@ def test_step_referring_to_a_missing_step_is_named(tmp_path):
     path.write_text("[[steps]]\nname='nuts'\naction='nuts'\nprogram='gp_ard'\ndata='nothing'\n")
     with pytest.raises(ValueError, match="data = 'nothing' names no earlier step"):
         run_workflow(path, output=tmp_path / "out", progress=False)
+
+
+GENERATE_ONLY = """
+[workflow]
+name = "data-only"
+seed = 5
+
+[[steps]]
+name = "data"
+action = "generate"
+generator = "mvn_mean"
+N = 10
+D = 2
+"""
+
+
+def test_run_seed_overrides_the_files_seed(tmp_path):
+    path = tmp_path / "w.toml"
+    path.write_text(GENERATE_ONLY)
+    assert main(["run", str(path), "-o", str(tmp_path / "file"), "-q"]) == 0
+    assert main(["run", str(path), "-o", str(tmp_path / "seven"), "--seed", "7", "-q"]) == 0
+    again = run_workflow(path, output=tmp_path / "again", seed=7, progress=False)
+    records = {name: json.loads((tmp_path / name / "run.json").read_text()) for name in ("file", "seven")}
+    assert records["file"]["seed"] == 5 and records["seven"]["seed"] == 7
+    assert records["seven"]["steps"][0]["seed"] == again.step_seed(again.workflow.steps[0])
+    assert records["seven"]["steps"][0]["seed"] != records["file"]["steps"][0]["seed"]
+    seven, again_data = ((tmp_path / name / "data" / "data.json").read_text() for name in ("seven", "again"))
+    assert seven == again_data

@@ -4,7 +4,7 @@ import pytest
 
 from stanaccel import __version__
 from stanaccel.cli import build_parser, main
-from stanaccel.programs import programs_dir
+from stanaccel.programs import bundled_programs
 
 
 def test_version(capsys):
@@ -31,5 +31,5 @@ def test_help_lists_exactly_the_bundled_programs(capsys):
     with pytest.raises(SystemExit):
         main(["nuts", "--help"])
     text = " ".join(capsys.readouterr().out.split())
-    bundled = sorted(p.stem for p in programs_dir().glob("*.stan"))
+    bundled = bundled_programs()
     assert f"({', '.join(bundled)})" in text

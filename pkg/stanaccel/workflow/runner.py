@@ -20,62 +20,13 @@ import platform
 import shutil
 import time
 import tomllib
-import zlib
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from stanaccel.diagnostics.files import check_writable
+from stanaccel.workflow.context import RunContext, Workflow
 from stanaccel.workflow.interrupts import InterruptWatch, WorkflowInterrupted
-
-
-@dataclass
-class Workflow:
-    """A parsed workflow file."""
-
-    name: str
-    seed: int
-    output: Path
-    steps: list[dict[str, Any]]
-    source: Path | None = None
-
-
-@dataclass
-class RunContext:
-    """What steps share: the workflow, its output folder and earlier steps' outputs."""
-
-    workflow: Workflow
-    output: Path
-    results: dict[str, dict[str, Any]] = field(default_factory=dict)
-    progress: bool = True
-
-    def step_seed(self, step: dict[str, Any]) -> int:
-        """The step's own ``seed``, else one derived from the workflow seed and the step name."""
-        if "seed" in step:
-            return int(step["seed"])
-        sequence = np.random.SeedSequence([self.workflow.seed, zlib.crc32(step["name"].encode())])
-        return int(sequence.generate_state(1)[0])
-
-    def result(self, step: dict[str, Any], key: str) -> dict[str, Any]:
-        """The output of the earlier step named by ``step[key]``."""
-        name = step.get(key)
-        if name not in self.results:
-            raise ValueError(
-                f"step {step['name']!r}: {key} = {name!r} names no earlier step "
-                f"(earlier steps: {list(self.results)})"
-            )
-        return self.results[name]
-
-    def resolve_path(self, text: str) -> Path:
-        """A path relative to the workflow file's folder, or to the working folder."""
-        path = Path(text)
-        if not path.is_absolute() and self.workflow.source is not None:
-            beside = self.workflow.source.parent / path
-            if beside.exists():
-                return beside
-        return path
+from stanaccel.workflow.steps import ACTIONS
 
 
 def load_workflow(path: str | Path, *, output: str | Path | None = None) -> Workflow:
@@ -108,15 +59,25 @@ def load_workflow(path: str | Path, *, output: str | Path | None = None) -> Work
 
 
 def run_workflow(
-    workflow: Workflow | str | Path, *, output: str | Path | None = None, progress: bool = True
+    workflow: Workflow | str | Path,
+    *,
+    output: str | Path | None = None,
+    seed: int | None = None,
+    progress: bool = True,
 ) -> RunContext:
-    """Run every step in order; return the context holding each step's outputs."""
+    """Run every step in order; return the context holding each step's outputs.
+
+    ``output`` and ``seed`` override the file's ``[workflow]`` values (every
+    step's seed derives from the workflow seed unless the step sets its own).
+    """
     if not isinstance(workflow, Workflow):
         workflow = load_workflow(workflow, output=output)
     elif output is not None:
         workflow.output = Path(output)
-    from stanaccel.workflow.steps import ACTIONS
-
+    if seed is not None:
+        if not 0 <= int(seed) < 2**63:
+            raise ValueError(f"seed must be a non-negative integer below 2**63, not {seed}")
+        workflow.seed = int(seed)
     check_writable(workflow.output / "run.json")
     if workflow.source is not None:
         shutil.copyfile(workflow.source, workflow.output / "workflow.toml")

@@ -35,7 +35,7 @@ from stanaccel.diagnostics import convergence_metrics, summary, to_inference_dat
 from stanaccel.programs import program_path
 from stanaccel.stan import StanModel, write_data
 from stanaccel.stan.nuts import NutsSettings, sample_nuts
-from stanaccel.workflow.runner import RunContext
+from stanaccel.workflow.context import RunContext
 from stanaccel.workflow.validation import (
     EARLIER_STEP_OR_FILE,
     STAN_PROGRAM,

@@ -134,7 +134,7 @@ class StanProgram:
     expected: str = "a bundled program's name or a .stan file"
 
     def check(self, value: Any, key: str, where: Where) -> None:
-        from stanaccel.programs import programs_dir
+        from stanaccel.programs import bundled_programs
 
         if not isinstance(value, str):
             raise where.error(f"{key} = {reprlib.repr(value)}: expected {self.expected}")
@@ -142,7 +142,7 @@ class StanProgram:
             if (where.file.parent / value).is_file() or Path(value).is_file():
                 return
             raise where.error(f"{key} = {value!r}: no such Stan program file")
-        bundled = sorted(p.stem for p in programs_dir().glob("*.stan"))
+        bundled = bundled_programs()
         if value not in bundled:
             raise where.error(
                 f"{key} = {value!r}: no bundled program of that name (have {', '.join(bundled)}; "

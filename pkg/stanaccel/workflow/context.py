@@ -1,0 +1,61 @@
+"""What a workflow is, and what its steps share while it runs.
+
+Kept apart from the runner so that the steps can name these types without
+importing the runner that imports them.
+"""
+
+from __future__ import annotations
+
+import zlib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+
+@dataclass
+class Workflow:
+    """A parsed workflow file."""
+
+    name: str
+    seed: int
+    output: Path
+    steps: list[dict[str, Any]]
+    source: Path | None = None
+
+
+@dataclass
+class RunContext:
+    """What steps share: the workflow, its output folder and earlier steps' outputs."""
+
+    workflow: Workflow
+    output: Path
+    results: dict[str, dict[str, Any]] = field(default_factory=dict)
+    progress: bool = True
+
+    def step_seed(self, step: dict[str, Any]) -> int:
+        """The step's own ``seed``, else one derived from the workflow seed and the step name."""
+        if "seed" in step:
+            return int(step["seed"])
+        sequence = np.random.SeedSequence([self.workflow.seed, zlib.crc32(step["name"].encode())])
+        return int(sequence.generate_state(1)[0])
+
+    def result(self, step: dict[str, Any], key: str) -> dict[str, Any]:
+        """The output of the earlier step named by ``step[key]``."""
+        name = step.get(key)
+        if name not in self.results:
+            raise ValueError(
+                f"step {step['name']!r}: {key} = {name!r} names no earlier step "
+                f"(earlier steps: {list(self.results)})"
+            )
+        return self.results[name]
+
+    def resolve_path(self, text: str) -> Path:
+        """A path relative to the workflow file's folder, or to the working folder."""
+        path = Path(text)
+        if not path.is_absolute() and self.workflow.source is not None:
+            beside = self.workflow.source.parent / path
+            if beside.exists():
+                return beside
+        return path

@@ -1,0 +1,1 @@
+pkg/stanaccel/programs
