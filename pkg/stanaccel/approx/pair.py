@@ -6,7 +6,7 @@ import time
 
 import numpy as np
 
-from stanaccel.kernels.densities import safe_log_density
+from stanaccel.densities import safe_log_density
 
 
 class KeepConstants:

@@ -3,8 +3,8 @@
 Kernels see log densities, never Stan: a test of a kernel needs no compile.
 """
 
+from stanaccel.densities import FunctionDensity, safe_log_density, safe_log_density_gradient
 from stanaccel.kernels.compose import Cycle
-from stanaccel.kernels.densities import FunctionDensity, safe_log_density, safe_log_density_gradient
 from stanaccel.kernels.discretizing_chain import DiscretizingChain, marked_states
 from stanaccel.kernels.driver import FailingDensityWarning, KernelRun, run_chains
 from stanaccel.kernels.hmc import HMC

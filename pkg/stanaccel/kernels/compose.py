@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from stanaccel.kernels.densities import kernel_densities
+from stanaccel.densities import kernel_densities
 from stanaccel.kernels.state import Info, State, check_start
 
 

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from stanaccel.kernels.densities import evaluations, kernel_densities, safe_log_density
+from stanaccel.densities import evaluations, kernel_densities, safe_log_density
 from stanaccel.kernels.metropolis import accept
 from stanaccel.kernels.state import Info, State, UndefinedStartError, check_start
 

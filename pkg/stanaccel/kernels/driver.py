@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from stanaccel.kernels.densities import evaluations, kernel_densities
+from stanaccel.densities import evaluations, kernel_densities
 from stanaccel.kernels.state import UndefinedStartError
 
 FAILURES_BEFORE_WARNING = 100

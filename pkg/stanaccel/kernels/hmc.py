@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from stanaccel.kernels.densities import safe_log_density, safe_log_density_gradient
+from stanaccel.densities import safe_log_density, safe_log_density_gradient
 from stanaccel.kernels.state import Info, State, check_start
 
 DIVERGENCE = 1000.0  # energy error (nats) beyond which a trajectory counts as divergent, as in Stan

@@ -29,7 +29,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from stanaccel.kernels.densities import safe_log_density, safe_log_density_gradient
+from stanaccel.densities import safe_log_density, safe_log_density_gradient
 
 
 def geometric_betas(n_levels: int = 6, beta_min: float = 1 / 8) -> np.ndarray:

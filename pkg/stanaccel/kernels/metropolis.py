@@ -6,7 +6,7 @@ import math
 
 import numpy as np
 
-from stanaccel.kernels.densities import safe_log_density
+from stanaccel.densities import safe_log_density
 from stanaccel.kernels.state import Info, State, check_start
 
 

@@ -17,7 +17,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from stanaccel.kernels.densities import evaluations
+from stanaccel.densities import evaluations
 from stanaccel.kernels.ladder import Ladder
 from stanaccel.kernels.metropolis import accept
 from stanaccel.kernels.state import Info, State, UndefinedStartError, check_start

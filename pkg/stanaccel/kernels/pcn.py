@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from stanaccel.kernels.densities import safe_log_density
+from stanaccel.densities import safe_log_density
 from stanaccel.kernels.metropolis import accept
 from stanaccel.kernels.state import Info, State, check_start
 

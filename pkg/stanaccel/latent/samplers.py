@@ -46,7 +46,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from stanaccel.kernels.densities import safe_log_density, safe_log_density_gradient
+from stanaccel.densities import safe_log_density, safe_log_density_gradient
 from stanaccel.kernels.hmc import DIVERGENCE
 from stanaccel.kernels.metropolis import accept
 from stanaccel.kernels.state import Info, State, check_start

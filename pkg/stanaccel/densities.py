@@ -1,5 +1,7 @@
-"""Log densities as kernels see them, and safe evaluation.
+"""The log-density protocol, evaluation counting and safe evaluation: the ground floor.
 
+Kernels, approximations and latent samplers all stand on this module, and it
+imports nothing of stanaccel, so none of them needs another to see a density.
 A log density is anything with ``dim``, ``log_density(x)`` and
 ``log_density_gradient(x) -> (lp, grad)`` on the unconstrained space: a Stan
 instance, a tempered or subsampled instance, an approximation, or the NumPy
