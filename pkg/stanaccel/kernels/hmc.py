@@ -16,6 +16,7 @@ from __future__ import annotations
 import numpy as np
 
 from stanaccel.densities import safe_log_density, safe_log_density_gradient
+from stanaccel.kernels.integrator import leapfrog
 from stanaccel.kernels.state import Info, State, check_start
 
 DIVERGENCE = 1000.0  # energy error (nats) beyond which a trajectory counts as divergent, as in Stan
@@ -84,6 +85,11 @@ class HMC:
             return p
         return self.inv_metric * p if self.inv_metric.ndim == 1 else self.inv_metric @ p
 
+    def _potential(self, q: np.ndarray) -> tuple[float, np.ndarray | None, None]:
+        """U = -log density and its gradient; None where the density is undefined."""
+        lp, grad = safe_log_density_gradient(self.density, q)
+        return -lp, (None if grad is None else -grad), None
+
     def _kinetic(self, p: np.ndarray) -> float:
         return 0.5 * float(p @ self._velocity(p))
 
@@ -101,22 +107,11 @@ class HMC:
             state = State(state.position, lp, grad, state.extra)
 
         h0 = -state.log_density + self._kinetic(p)
-        q, lp, grad = state.position.copy(), state.log_density, state.gradient
-        p = p + 0.5 * epsilon * grad
-        failed = False
-        for i in range(n_steps):
-            q = q + epsilon * self._velocity(p)
-            lp, grad = safe_log_density_gradient(self.density, q)
-            if grad is None:
-                failed = True
-                break
-            if i < n_steps - 1:
-                p = p + epsilon * grad
-        if failed:
-            return state, Info(False, 0.0, divergent=True, failed=True, details={"n_steps": i + 1})
-        p = p + 0.5 * epsilon * grad
-        h1 = -lp + self._kinetic(p)
-        energy_error = h1 - h0
+        end = leapfrog(state.position, p, -state.gradient, epsilon, n_steps, self._velocity, self._potential)
+        if end.failed:
+            return state, Info(False, 0.0, divergent=True, failed=True, details={"n_steps": end.n_steps})
+        q, lp, grad = end.position, -end.potential, -end.gradient
+        energy_error = end.potential + self._kinetic(end.momentum) - h0
         divergent = bool(not np.isfinite(energy_error) or energy_error > DIVERGENCE)
         probability = float(np.exp(min(0.0, -energy_error))) if np.isfinite(energy_error) else 0.0
         details = {"n_steps": n_steps, "energy_error": energy_error}

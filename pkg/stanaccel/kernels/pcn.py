@@ -16,6 +16,31 @@ from stanaccel.kernels.metropolis import accept
 from stanaccel.kernels.state import Info, State, check_start
 
 
+def pcn_rho(rho: float | None, step: float | None) -> float:
+    """The proposal's autocorrelation: ``rho`` itself, or ``(1 - h/4) / (1 + h/4)`` for a step h.
+
+    Raises
+    ------
+    ValueError
+        Neither or both given, or rho outside [0, 1).
+    """
+    if (rho is None) == (step is None):
+        raise ValueError("give exactly one of rho and step")
+    if rho is None:
+        rho = (1 - step / 4) / (1 + step / 4)
+    if not 0 <= rho < 1:
+        raise ValueError(f"rho must be in [0, 1), not {rho}")
+    return float(rho)
+
+
+def pcn_proposal(
+    x: np.ndarray, mean: np.ndarray, cholesky: np.ndarray, rho: float, rng: np.random.Generator
+) -> np.ndarray:
+    """``mean + rho (x - mean) + sqrt(1 - rho^2) L xi``, xi ~ N(0, I): keeps N(mean, L L^T) invariant."""
+    xi = cholesky @ rng.standard_normal(mean.shape[0])
+    return mean + rho * (x - mean) + np.sqrt(1 - rho**2) * xi
+
+
 class PCN:
     """pCN Metropolis-Hastings, exact for prior x likelihood.
 
@@ -33,16 +58,10 @@ class PCN:
     exact = True
 
     def __init__(self, log_likelihood, mean, covariance, rho: float | None = None, step: float | None = None):
-        if (rho is None) == (step is None):
-            raise ValueError("give exactly one of rho and step")
-        if rho is None:
-            rho = (1 - step / 4) / (1 + step / 4)
-        if not 0 <= rho < 1:
-            raise ValueError(f"rho must be in [0, 1), not {rho}")
+        self.rho = pcn_rho(rho, step)
         self.log_likelihood = log_likelihood
         self.mean = np.asarray(mean, dtype=float)
         self.cholesky = np.linalg.cholesky(np.asarray(covariance, dtype=float))
-        self.rho = float(rho)
 
     def init(self, position: np.ndarray) -> State:
         position = np.array(position, dtype=float)
@@ -50,12 +69,7 @@ class PCN:
         return check_start(state, "PCN", density="log likelihood")
 
     def step(self, state: State, rng: np.random.Generator) -> tuple[State, Info]:
-        z = rng.standard_normal(self.mean.shape[0])
-        proposal = (
-            self.mean
-            + self.rho * (state.position - self.mean)
-            + np.sqrt(1 - self.rho**2) * (self.cholesky @ z)
-        )
+        proposal = pcn_proposal(state.position, self.mean, self.cholesky, self.rho, rng)
         lp = safe_log_density(self.log_likelihood, proposal)
         accepted, probability = accept(lp - state.log_density, rng)
         info = Info(accepted, probability, failed=lp == -np.inf)

@@ -48,7 +48,9 @@ import numpy as np
 
 from stanaccel.densities import safe_log_density, safe_log_density_gradient
 from stanaccel.kernels.hmc import DIVERGENCE
+from stanaccel.kernels.integrator import leapfrog
 from stanaccel.kernels.metropolis import accept
+from stanaccel.kernels.pcn import pcn_proposal, pcn_rho
 from stanaccel.kernels.state import Info, State, check_start
 from stanaccel.latent.network import LatentMaps
 
@@ -220,15 +222,11 @@ class AutoencoderHMC(_LatentMoves):
         if not self.exact:
             u0 = -state.log_density  # accept in the original space, from the current point
         h0 = u0 + 0.5 * p @ self.kinetic_matrix @ p
-        p = p - 0.5 * epsilon * grad
-        for i in range(self.n_steps):
-            z = z + epsilon * (self.kinetic_matrix @ p)
-            potential, grad, q = self._potential(z, residual)
-            if grad is None:
-                return state, Info(False, 0.0, divergent=True, failed=True, details={"n_steps": i + 1})
-            if i < self.n_steps - 1:
-                p = p - epsilon * grad
-        p = p - 0.5 * epsilon * grad
+        end = leapfrog(z, p, grad, epsilon, self.n_steps, lambda p: self.kinetic_matrix @ p,
+                       lambda z: self._potential(z, residual))  # fmt: skip
+        if end.failed:
+            return state, Info(False, 0.0, divergent=True, failed=True, details={"n_steps": end.n_steps})
+        z, p, potential, q = end.position, end.momentum, end.potential, end.extra
         if self.exact:
             lp, end_potential = -potential + self._auxiliary(z, q)[0], potential
         elif self.latent_density is not None:
@@ -278,12 +276,7 @@ class AutoencoderPCN(_LatentMoves):
     def __init__(self, density, maps: LatentMaps, *, exact: bool, rho: float | None = None,
                  step: float | None = None, prior=None, reference=None, tau: float = 0.5):  # fmt: skip
         super().__init__(density, maps, exact, tau)
-        if (rho is None) == (step is None):
-            raise ValueError("give exactly one of rho and step")
-        rho = (1 - step / 4) / (1 + step / 4) if rho is None else rho
-        if not 0 <= rho < 1:
-            raise ValueError(f"rho must be in [0, 1), not {rho}")
-        self.rho = float(rho)
+        self.rho = pcn_rho(rho, step)
         if not exact and prior is None:
             raise ValueError(
                 "the approximate AE-pCN accepts on the likelihood ratio: give the model's Gaussian prior"
@@ -322,8 +315,7 @@ class AutoencoderPCN(_LatentMoves):
 
     def _propose(self, state: State, rng: np.random.Generator) -> tuple[State, Info]:
         z, residual = self._start(state, rng)
-        xi = self._reference_cholesky @ rng.standard_normal(self.maps.latent_dim)
-        proposal = self.reference_mean + self.rho * (z - self.reference_mean) + np.sqrt(1 - self.rho**2) * xi
+        proposal = pcn_proposal(z, self.reference_mean, self._reference_cholesky, self.rho, rng)
         q = residual + self.maps.decode(proposal)
         lp = safe_log_density(self.density, q)
         self.n_latent_evaluations += 1
