@@ -167,3 +167,10 @@ def test_interrupted_workflow_stops_and_records_it(tmp_path, mvn_program):
     assert [(s["name"], s["status"]) for s in record["steps"]] == [("data", "done"), ("nuts", "interrupted")]
     assert not (out / "after").exists()
     assert az.from_netcdf(str(out / "nuts" / "posterior.nc")).posterior.sizes["draw"] > 0
+
+
+def test_cli_continuing_from_another_programs_run_is_refused(tmp_path, gp_model, mvn_data_file, capsys):
+    fit = sample_nuts(gp_model, chains=1, warmup=100, draws=10, progress=False)
+    path = save_netcdf(to_inference_data(fit), tmp_path / "gp.nc")
+    code = main(["nuts", "mvn_mean", "--data", str(mvn_data_file), "--warmup-from", str(path), "-q"])
+    assert code == 2 and "is it the same program?" in capsys.readouterr().err

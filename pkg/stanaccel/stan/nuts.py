@@ -311,14 +311,14 @@ def sample_nuts(
     NutsFit
     """
     step_sizes = None
-    if isinstance(warmup_from, str | Path):
-        source = warmup_from
-        warmup_from = WarmupState.from_netcdf(source)
-        if warmup_from.positions.shape[-1] != model.dim:
-            raise ValueError(
-                f"the warm-up in {source} has {warmup_from.positions.shape[-1]} unconstrained parameters; "
-                f"{model.name} has {model.dim}: is it the same program?"
-            )
+    source = f" in {warmup_from}" if isinstance(warmup_from, str | Path) else ""
+    if source:
+        warmup_from = WarmupState.from_netcdf(warmup_from)
+    if warmup_from is not None and np.shape(warmup_from.positions)[-1] != model.dim:
+        raise ValueError(
+            f"the warm-up{source} has {np.shape(warmup_from.positions)[-1]} unconstrained parameters; "
+            f"{model.name} has {model.dim}: is it the same program?"
+        )
     if warmup_from is not None:
         settings = {"chains": len(warmup_from.step_size), "warmup": 0, "adapt": False, **settings}
         settings["metric"] = warmup_from.metric
