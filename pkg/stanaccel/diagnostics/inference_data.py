@@ -37,11 +37,16 @@ def to_inference_data(result: HasInferenceGroups | dict[str, Any]) -> az.Inferen
     if not has_warmup:
         standard.pop("warmup_posterior", None)
         standard.pop("warmup_sample_stats", None)
-    idata = az.from_dict(**standard, save_warmup=has_warmup)
+    with warnings.catch_warnings():
+        # ArviZ guesses the axes when there are fewer draws than chains (a run stopped early);
+        # ours are always (chain, draw, ...), so the guess's warning says nothing here.
+        warnings.filterwarnings("ignore", message="More chains .* than draws")
+        idata = az.from_dict(**standard, save_warmup=has_warmup)
     extra = {g: v for g, v in groups.items() if g not in STANDARD_GROUPS and g != "attrs" and v}
     if extra:
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", message=".*group is not defined in the InferenceData scheme")
+            warnings.filterwarnings("ignore", message="More chains .* than draws")
             for name, values in extra.items():
                 if name in PER_CHAIN_GROUPS:
                     dataset = _per_chain_dataset(values, attrs)
