@@ -1,11 +1,16 @@
-"""Kernel compositions: apply several kernels in turn (each leaves the target invariant)."""
+"""Kernel compositions: apply several kernels in turn (each leaves the target invariant).
+
+Kernels that keep no statistics (random-walk Metropolis, HMC, pCN) drop
+``State.extra`` when they move; a :class:`Cycle` carries the other kernels'
+statistics records (see :mod:`stanaccel.kernels.state`) over such steps.
+"""
 
 from __future__ import annotations
 
 import numpy as np
 
 from stanaccel.densities import kernel_densities
-from stanaccel.kernels.state import Info, State, check_start
+from stanaccel.kernels.state import STATISTICS, Info, State, check_start
 
 
 class Cycle:
@@ -13,7 +18,9 @@ class Cycle:
 
     The kernels must share one target and cache the same quantity in
     ``State.log_density`` (the target's log density), so a state passes
-    from one to the next without re-evaluation.
+    from one to the next without re-evaluation. The kernels' statistics
+    records (``State.extra[STATISTICS]``) pass along too, also through
+    kernels that drop ``extra``.
     """
 
     def __init__(self, kernels: list):
@@ -35,7 +42,11 @@ class Cycle:
     def step(self, state: State, rng: np.random.Generator) -> tuple[State, Info]:
         infos = []
         for kernel in self.kernels:
+            records = state.extra.get(STATISTICS)
             state, info = kernel.step(state, rng)
+            if records is not None and STATISTICS not in state.extra:
+                extra = {**state.extra, STATISTICS: records}
+                state = State(state.position, state.log_density, state.gradient, extra)
             infos.append(info)
         last = infos[-1]
         return state, Info(
@@ -47,7 +58,7 @@ class Cycle:
         )
 
     def summary(self, state: State) -> dict:
-        """The summaries of the kernels that have one, merged."""
+        """The summaries of the kernels that have one, merged, each from ``state`` alone."""
         out: dict = {}
         for kernel in self.kernels:
             if hasattr(kernel, "summary"):

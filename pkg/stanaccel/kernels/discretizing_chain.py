@@ -23,6 +23,12 @@ so a mark that returns to a visited time step costs nothing; the cache-hit
 count is reported. The pi* state at x (its log density and gradient) is kept
 in ``State.extra`` and reused by the next mapping.
 
+Statistics live in the state: the counts of mark moves, acceptances, cache
+hits and evaluations of pi are a record in ``State.extra`` (see
+:mod:`stanaccel.kernels.compose`), so one kernel shared by several chains
+reports each chain's own. The cache itself belongs to one mapping, so it is
+never shared either.
+
 With R reversible, r = 1, s = 2k, this is tempered transitions with one
 approximation and T^ = T~ = R^k (the paper's equivalence;
 ``tests/kernels/test_approximations.py`` checks it on a shared realisation).
@@ -34,7 +40,27 @@ import numpy as np
 
 from stanaccel.densities import evaluations, kernel_densities, safe_log_density
 from stanaccel.kernels.metropolis import accept
-from stanaccel.kernels.state import Info, State, UndefinedStartError, check_start
+from stanaccel.kernels.state import (
+    Info,
+    State,
+    UndefinedStartError,
+    added,
+    chain_statistics,
+    check_start,
+    statistics_key,
+    with_statistics,
+)
+
+EMPTY = {
+    "mappings": 0,
+    "moves": 0,
+    "accepted": 0,
+    "outside": 0,
+    "cache_hits": 0,
+    "exact_evaluations": 0,
+    "chain_steps": 0,
+}
+"""A chain's statistics record before its first step."""
 
 
 class DiscretizingChain:
@@ -57,6 +83,12 @@ class DiscretizingChain:
         Chain steps per mark move (s).
     chain_length : int, optional
         K; None (the default) lets the chain grow as far as the moves need.
+
+    Attributes
+    ----------
+    totals : dict
+        The counts of every step this kernel object made, all chains
+        together (what ``summary()`` without a state reports).
     """
 
     exact = True
@@ -83,8 +115,8 @@ class DiscretizingChain:
         approx = kernel_densities(approx_kernel) + kernel_densities(self.backward)
         self.approx_densities = list({id(d): d for d in approx}.values())
         self.densities = [density, *self.approx_densities]
-        self.counts = {"mappings": 0, "moves": 0, "accepted": 0, "outside": 0, "cache_hits": 0}
-        self.counts.update({"exact_evaluations": 0, "chain_steps": 0})
+        self.record_key = statistics_key(self)
+        self.totals = dict(EMPTY)
 
     def init(self, position: np.ndarray) -> State:
         """The state at ``position``, where both pi and the approximation pi* must be defined."""
@@ -108,10 +140,6 @@ class DiscretizingChain:
         except UndefinedStartError:
             return State(np.array(position, dtype=float), -np.inf)
 
-    def _log_pi(self, position: np.ndarray) -> float:
-        self.counts["exact_evaluations"] += 1
-        return safe_log_density(self.density, position)
-
     @staticmethod
     def log_weight(log_pi: float, approx_state: State) -> float:
         """log pi(x) - log pi*(x): a mark move is accepted by the ratio of these weights."""
@@ -130,41 +158,51 @@ class DiscretizingChain:
             k = int(rng.integers(self.chain_length))
             low, high = -k, self.chain_length - 1 - k
         mark, marked, accepted_any, probability = 0, [], False, 1.0
-        self.counts["mappings"] += 1
+        counts = {**EMPTY, "mappings": 1, "moves": self.moves}
         for _ in range(self.moves):
             target = mark + (self.jump if rng.random() < 0.5 else -self.jump)
-            self.counts["moves"] += 1
             if not low <= target <= high:
-                self.counts["outside"] += 1
+                counts["outside"] += 1
                 marked.append(chain[mark].position)
                 continue
             while last < target:
                 chain[last + 1], _ = self.forward.step(chain[last], rng)
                 last += 1
-                self.counts["chain_steps"] += 1
             while first > target:
                 chain[first - 1], _ = self.backward.step(chain[first], rng)
                 first -= 1
-                self.counts["chain_steps"] += 1
             if target in log_pi:
-                self.counts["cache_hits"] += 1
+                counts["cache_hits"] += 1
             else:
-                log_pi[target] = self._log_pi(chain[target].position)
+                log_pi[target] = safe_log_density(self.density, chain[target].position)
+                counts["exact_evaluations"] += 1
             log_ratio = self.log_weight(log_pi[target], chain[target]) - self.log_weight(
                 log_pi[mark], chain[mark]
             )
             accepted, probability = accept(log_ratio, rng)
             if accepted:
                 mark, accepted_any = target, True
-                self.counts["accepted"] += 1
+                counts["accepted"] += 1
             marked.append(chain[mark].position)
+        counts["chain_steps"] = last - first
+        self.totals = added(self.totals, counts)
+        record = added(chain_statistics(state, self.record_key, EMPTY), counts)
         new = State(chain[mark].position, log_pi[mark], extra={"approx": chain[mark], "marked": marked})
-        details = {"mark": mark, "chain_steps": last - first}
-        return new, Info(accepted_any, probability, details=details)
+        info = Info(accepted_any, probability, details={"mark": mark, "chain_steps": last - first})
+        return with_statistics(new, state, self.record_key, record), info
 
     def summary(self, state: State | None = None) -> dict:
-        """Mark-move acceptance, cache hits, and evaluations of pi and pi*."""
-        c = self.counts
+        """Mark-move acceptance, cache hits, and evaluations of pi and pi*.
+
+        Parameters
+        ----------
+        state : State, optional
+            A chain's state: the counts are that chain's. Without it, the
+            counts of every step of this kernel object (``totals``).
+            ``evaluations_per_density`` counts the densities' evaluations so
+            far, whichever chain made them.
+        """
+        c = self.totals if state is None else chain_statistics(state, self.record_key, EMPTY)
         exact_needed = c["exact_evaluations"] + c["cache_hits"]
         return {
             "move_acceptance": c["accepted"] / max(c["moves"], 1),

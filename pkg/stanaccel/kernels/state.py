@@ -12,10 +12,17 @@ anything sensible from there (HMC has no gradient to follow, and a
 Metropolis chain would accept its first defined proposal whatever its
 density, so its early draws would mean nothing), and an undefined start is
 nearly always a mistake to report, not to sample around.
+
+Statistics live in the state, never on a kernel object, so one kernel shared
+by several chains reports each chain's own: a kernel keeps its running
+counts in ``State.extra[STATISTICS]``, a dict from a key private to that
+kernel object to a small dict of counts. A record is replaced, never changed
+in place, so no two chains (and no two states) share a count.
 """
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -121,3 +128,34 @@ def check_start(state: State, kernel: str, *, gradient: bool = False, density: s
         f"{kernel}: {problem} at the start point {describe_point(position)} "
         f"(dimension {position.size}); {START_HINT}"
     )
+
+
+STATISTICS = "statistics"
+"""The key of ``State.extra`` that holds every kernel's statistics record."""
+
+_serial = itertools.count()
+
+
+def statistics_key(kernel) -> str:
+    """A key that no other kernel object of this process uses: its type and a serial number."""
+    return f"{type(kernel).__name__}#{next(_serial)}"
+
+
+def chain_statistics(state: State, key: str, empty: dict) -> dict:
+    """A copy of the record ``key`` in ``state``, or of ``empty`` where the chain has none yet."""
+    return dict(state.extra.get(STATISTICS, {}).get(key, empty))
+
+
+def with_statistics(new: State, old: State, key: str, record: dict) -> State:
+    """``new`` with ``old``'s statistics records, the record ``key`` replaced by ``record``.
+
+    The records come from ``old``, the state the step started from, since
+    ``new`` may have been made by an inner kernel that keeps none.
+    """
+    records = {**old.extra.get(STATISTICS, {}), key: record}
+    return State(new.position, new.log_density, new.gradient, {**new.extra, STATISTICS: records})
+
+
+def added(record: dict, counts: dict) -> dict:
+    """A new record: ``record`` plus ``counts``, key by key."""
+    return {name: record[name] + counts.get(name, 0) for name in record}

@@ -29,6 +29,10 @@ such an (up, down) pair. Over a ladder of ever cheaper approximations of an
 expensive pi (:func:`~stanaccel.kernels.ladder.approximation_ladder`), a
 proposal evaluates pi only at its end point, and the rest of its cost falls
 on the approximations; ``summary`` reports evaluations per level.
+
+Statistics live in the state: the counts of proposals and acceptances are a
+record in ``State.extra`` (see :mod:`stanaccel.kernels.compose`), so one
+kernel shared by several chains reports each chain's own acceptance.
 """
 
 from __future__ import annotations
@@ -40,7 +44,18 @@ import numpy as np
 from stanaccel.densities import evaluations
 from stanaccel.kernels.ladder import Ladder
 from stanaccel.kernels.metropolis import accept
-from stanaccel.kernels.state import Info, State, check_start
+from stanaccel.kernels.state import (
+    Info,
+    State,
+    added,
+    chain_statistics,
+    check_start,
+    statistics_key,
+    with_statistics,
+)
+
+EMPTY = {"proposals": 0, "accepts": 0}
+"""A chain's statistics record before its first step."""
 
 
 class TemperedTransitions:
@@ -52,6 +67,12 @@ class TemperedTransitions:
     make_kernel : callable (density, level) -> kernel, or -> (up kernel, down kernel)
         The transitions of each level (level 0's are not used by the proposal):
         one reversible kernel for both directions, or a mutually reversible pair.
+
+    Attributes
+    ----------
+    totals : dict
+        Proposals and acceptances of every step this kernel object made, all
+        chains together (what ``summary()`` without a state reports).
     """
 
     def __init__(self, ladder: Ladder, make_kernel: Callable):
@@ -62,8 +83,8 @@ class TemperedTransitions:
         self.down_kernels = [down for _, down in pairs]
         self.exact = all(k.exact for k in self.kernels[1:] + self.down_kernels[1:])
         self.densities = ladder.densities
-        self.proposals = 0
-        self.accepts = 0
+        self.record_key = statistics_key(self)
+        self.totals = dict(EMPTY)
 
     def init(self, position: np.ndarray) -> State:
         position = np.array(position, dtype=float)
@@ -87,16 +108,28 @@ class TemperedTransitions:
     def step(self, state: State, rng: np.random.Generator) -> tuple[State, Info]:
         log_ratio, proposal = self.log_acceptance(state, rng)
         accepted, probability = accept(log_ratio, rng)
-        self.proposals += 1
-        self.accepts += accepted
+        counts = {"proposals": 1, "accepts": int(accepted)}
+        self.totals = added(self.totals, counts)
+        record = added(chain_statistics(state, self.record_key, EMPTY), counts)
         if accepted:
-            return proposal, Info(True, probability)
-        return state, Info(False, probability, failed=not np.isfinite(log_ratio))
+            return with_statistics(proposal, state, self.record_key, record), Info(True, probability)
+        info = Info(False, probability, failed=not np.isfinite(log_ratio))
+        return with_statistics(state, state, self.record_key, record), info
 
     def summary(self, state: State | None = None) -> dict:
-        """Acceptance of TT proposals and cost per density."""
+        """Acceptance of TT proposals and cost per density.
+
+        Parameters
+        ----------
+        state : State, optional
+            A chain's state: the acceptance is that chain's. Without it, the
+            acceptance over every step of this kernel object (``totals``).
+            ``evaluations_per_density`` counts the densities' evaluations so
+            far, whichever chain made them.
+        """
+        counts = self.totals if state is None else chain_statistics(state, self.record_key, EMPTY)
         return {
-            "tt_acceptance": self.accepts / max(self.proposals, 1),
+            "tt_acceptance": counts["accepts"] / max(counts["proposals"], 1),
             "betas": None if self.ladder.betas is None else self.ladder.betas.tolist(),
             "evaluations_per_density": [evaluations(d) for d in self.ladder.densities],
         }

@@ -40,6 +40,11 @@ estimate). Latent momenta are drawn from the distribution this kinetic energy
 defines, N(0, A^-1) with ``A = W^T M^-1 W``; the paper's literal
 ``p_h = phi(p_v)``, ``p_v ~ N(0, M)``, has the same distribution when the
 linear autoencoder is exact, and is available as ``encoded_momentum=True``.
+
+Statistics live in the state: each step reports its latent potential
+evaluations in ``Info.details["latent_evaluations"]``, and the running counts
+are a record in ``State.extra`` (see :mod:`stanaccel.kernels.compose`), so one
+sampler shared by several chains reports each chain's own acceptance.
 """
 
 from __future__ import annotations
@@ -51,13 +56,24 @@ from stanaccel.kernels.hmc import DIVERGENCE
 from stanaccel.kernels.integrator import leapfrog
 from stanaccel.kernels.metropolis import accept
 from stanaccel.kernels.pcn import pcn_proposal, pcn_rho
-from stanaccel.kernels.state import Info, State, check_start
+from stanaccel.kernels.state import (
+    Info,
+    State,
+    added,
+    chain_statistics,
+    check_start,
+    statistics_key,
+    with_statistics,
+)
 from stanaccel.latent.network import LatentMaps
 
 APPROXIMATE_NOTE = (
     "approximate (Deep MCMC as published): proposals decoded onto the autoencoder's image, "
     "no volume correction; pi is not left invariant"
 )
+
+EMPTY = {"proposals": 0, "sum_acceptance": 0.0, "latent_evaluations": 0}
+"""A chain's statistics record before its first step."""
 
 
 class _LatentMoves:
@@ -79,23 +95,27 @@ class _LatentMoves:
         self.tau = np.broadcast_to(np.asarray(tau, dtype=float), (maps.latent_dim,)) * latent_sd
         if np.any(self.tau <= 0):
             raise ValueError("tau must be positive")
-        self.n_latent_evaluations = 0
-        self.n_proposals = 0
-        self.sum_acceptance = 0.0
+        self.record_key = statistics_key(self)
 
     def summary(self, state: State) -> dict:
-        """Mean acceptance probability of the latent moves, latent potential evaluations, and the mode."""
+        """The chain's mean acceptance probability of the latent moves, its latent potential
+        evaluations, and the mode; from ``state`` alone."""
+        counts = chain_statistics(state, self.record_key, EMPTY)
         return {
-            "latent_acceptance": self.sum_acceptance / max(self.n_proposals, 1),
-            "latent_evaluations": self.n_latent_evaluations,
+            "latent_acceptance": counts["sum_acceptance"] / max(counts["proposals"], 1),
+            "latent_evaluations": counts["latent_evaluations"],
             "mode": self.note,
         }
 
     def step(self, state: State, rng: np.random.Generator) -> tuple[State, Info]:
-        state, info = self._propose(state, rng)
-        self.n_proposals += 1
-        self.sum_acceptance += info.acceptance_probability
-        return state, info
+        new, info = self._propose(state, rng)
+        counts = {
+            "proposals": 1,
+            "sum_acceptance": info.acceptance_probability,
+            "latent_evaluations": info.details["latent_evaluations"],
+        }
+        record = added(chain_statistics(state, self.record_key, EMPTY), counts)
+        return with_statistics(new, state, self.record_key, record), info
 
     def init(self, position: np.ndarray) -> State:
         """The starting state. The approximate mode's chain lives in the latent space: it
@@ -190,7 +210,6 @@ class AutoencoderHMC(_LatentMoves):
 
     def _potential(self, z: np.ndarray, residual: np.ndarray):
         """U(z) and its gradient; None gradient where pi is undefined."""
-        self.n_latent_evaluations += 1
         if self.latent_density is not None:
             lp, grad = safe_log_density_gradient(self.latent_density, z)
             return -lp, (None if grad is None else -grad), None
@@ -215,17 +234,23 @@ class AutoencoderHMC(_LatentMoves):
             p = np.linalg.solve(self._kinetic_cholesky.T, rng.standard_normal(d))  # p ~ N(0, A^-1)
         epsilon = self.step_size * (1 + self.step_size_jitter * (2 * rng.random() - 1))
         u = rng.random()
+        calls = 0
 
-        u0, grad, _ = self._potential(z, residual)
+        def potential(z: np.ndarray):
+            nonlocal calls
+            calls += 1
+            return self._potential(z, residual)
+
+        u0, grad, _ = potential(z)
         if grad is None:
-            return state, Info(False, 0.0, failed=True)
+            return state, Info(False, 0.0, failed=True, details={"latent_evaluations": calls})
         if not self.exact:
             u0 = -state.log_density  # accept in the original space, from the current point
         h0 = u0 + 0.5 * p @ self.kinetic_matrix @ p
-        end = leapfrog(z, p, grad, epsilon, self.n_steps, lambda p: self.kinetic_matrix @ p,
-                       lambda z: self._potential(z, residual))  # fmt: skip
+        end = leapfrog(z, p, grad, epsilon, self.n_steps, lambda p: self.kinetic_matrix @ p, potential)
         if end.failed:
-            return state, Info(False, 0.0, divergent=True, failed=True, details={"n_steps": end.n_steps})
+            details = {"n_steps": end.n_steps, "latent_evaluations": calls}
+            return state, Info(False, 0.0, divergent=True, failed=True, details=details)
         z, p, potential, q = end.position, end.momentum, end.potential, end.extra
         if self.exact:
             lp, end_potential = -potential + self._auxiliary(z, q)[0], potential
@@ -238,7 +263,7 @@ class AutoencoderHMC(_LatentMoves):
         energy_error = end_potential + 0.5 * p @ self.kinetic_matrix @ p - h0
         divergent = bool(not np.isfinite(energy_error) or energy_error > DIVERGENCE)
         probability = float(np.exp(min(0.0, -energy_error))) if np.isfinite(energy_error) else 0.0
-        details = {"n_steps": self.n_steps, "energy_error": float(energy_error)}
+        details = {"n_steps": self.n_steps, "energy_error": float(energy_error), "latent_evaluations": calls}
         if u < probability:
             extra = {} if self.exact else {"latent": z}
             return State(q, lp, extra=extra), Info(True, probability, divergent, details=details)
@@ -318,12 +343,12 @@ class AutoencoderPCN(_LatentMoves):
         proposal = pcn_proposal(z, self.reference_mean, self._reference_cholesky, self.rho, rng)
         q = residual + self.maps.decode(proposal)
         lp = safe_log_density(self.density, q)
-        self.n_latent_evaluations += 1
+        details = {"latent_evaluations": 1}
         if lp == -np.inf:
-            return state, Info(False, 0.0, failed=True)
+            return state, Info(False, 0.0, failed=True, details=details)
         log_ratio = self._log_target(proposal, q, lp) - self._log_target(z, state.position, state.log_density)
         accepted, probability = accept(log_ratio, rng)
-        info = Info(accepted, probability)
+        info = Info(accepted, probability, details=details)
         extra = {} if self.exact else {"latent": proposal}
         return (State(q, lp, extra=extra), info) if accepted else (state, info)
 
