@@ -28,8 +28,10 @@ the number of latent events grow without bound.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from typing import Any
 
 import numpy as np
 from polyagamma import random_polyagamma
@@ -43,6 +45,7 @@ from stanaccel.gpdensity.covariance import (
     conditional_marginals,
     log_gp_density,
 )
+from stanaccel.results import Result
 
 HYPER_PRIOR_SD = 1.5
 
@@ -280,11 +283,15 @@ class GibbsSampler:
         return expit(g[: len(at)]) * np.exp(state.base.logpdf(at)) / normaliser
 
     def run(self, iterations: int, *, warmup: int = 0, seed: int = 0, at: np.ndarray | None = None,
-            n_normaliser: int = 4096, density_every: int = 1, progress: bool = False) -> dict:  # fmt: skip
+            n_normaliser: int = 4096, density_every: int = 1,
+            progress: bool = False) -> GibbsRun:  # fmt: skip
         """Run the sampler; keep the hyperparameters, lambda, M and (at ``at``, every ``density_every``
-        kept iteration) the density. Ctrl-C stops it early and keeps what was drawn (``interrupted``)."""
+        kept iteration) the density. Ctrl-C stops it early and keeps what was drawn (``interrupted``).
+
+        Returns a :class:`GibbsRun`: the dict of kept values, which is also a one-chain Result."""
         from tqdm.auto import tqdm
 
+        started = time.perf_counter()
         rng = np.random.default_rng(seed)
         state = self.init(rng)
         record: dict[str, list] = {k: [] for k in ("rate", "n_events", "mu0", "amplitude", "lengthscales",
@@ -311,7 +318,7 @@ class GibbsSampler:
         out = {k: np.asarray(v) for k, v in record.items() if v}
         out["acceptance"] = {k: self.accepted[k] / max(self.proposed[k], 1) for k in self.accepted}
         out["interrupted"] = interrupted
-        return out
+        return GibbsRun(out, wall_seconds=time.perf_counter() - started)
 
 
 def inference_groups(runs: list[dict]) -> dict:
@@ -324,3 +331,41 @@ def inference_groups(runs: list[dict]) -> dict:
     for kind in ("kernel", "base"):
         attrs[f"{kind}_acceptance"] = float(np.mean([run["acceptance"][kind] for run in runs]))
     return {"posterior": posterior, "attrs": attrs}
+
+
+class GibbsRun(dict, Result):
+    """What ``GibbsSampler.run`` returns: its dict of kept values, and a one-chain Result.
+
+    The keys are as before: per kept iteration ``rate``, ``n_events``,
+    ``mu0``, ``amplitude``, ``lengthscales`` (iterations, dim), ``base_mean``,
+    ``base_chol`` and, when the run had output points, ``density``
+    (iterations kept for the density, points); ``acceptance`` (of the
+    hyperparameter updates) and ``interrupted``. As a
+    :class:`~stanaccel.results.Result` (``draws()``, ``summary()``,
+    ``metrics()``, ``to_inference_data()``, ``save(path)``) its posterior is
+    those draws as one chain, lambda named ``lambda`` (see
+    :func:`inference_groups`, which also combines the runs of several chains).
+    ``density`` is kept every ``density_every`` iterations, so with
+    ``density_every`` > 1 it has fewer draws than the other values and goes
+    into its own group ``density_posterior`` rather than the posterior.
+
+    Attributes
+    ----------
+    wall_seconds : float
+        Wall time of the run, warm-up included.
+    """
+
+    def __init__(self, values: dict[str, Any], wall_seconds: float = float("nan")):
+        super().__init__(values)
+        self.wall_seconds = float(wall_seconds)
+
+    def inference_groups(self) -> dict[str, Any]:
+        """Groups for ``stanaccel.diagnostics.to_inference_data``: this run as one chain."""
+        groups = inference_groups([self])
+        posterior = groups["posterior"]
+        if "density" in posterior and posterior["density"].shape[1] != posterior["lambda"].shape[1]:
+            groups["density_posterior"] = {"density": posterior.pop("density")}
+        return groups
+
+    def _metrics_arguments(self) -> dict[str, Any]:
+        return {"wall_seconds": self.wall_seconds}

@@ -56,9 +56,46 @@ from scipy.stats import qmc
 from stanaccel.gpdensity.base_measure import GaussianBase
 from stanaccel.gpdensity.gibbs import check_data
 from stanaccel.gpdensity.inducing import inducing_points
+from stanaccel.results import Result
+from stanaccel.seeds import spawn_seeds
 
 PROGRAM = "gp_density"
 FIXED_INFLATION = 1.5  # sd of the fixed normaliser points' Gaussian, relative to the data's
+
+
+class StanBaselineFit(dict, Result):
+    """What ``fit_stan_baseline`` returns: its dict (keys as there), and a Result.
+
+    As a :class:`~stanaccel.results.Result` (``draws()``, ``summary()``,
+    ``metrics()``, ``to_inference_data()``, ``save(path)``) its posterior is
+    the NUTS draws of ``density`` (chains, draws, G), ``log_z``,
+    ``amplitude``, ``lengthscale`` (chains, draws, dim) and ``mu0``; its
+    sample_stats are those of the sampling run. ``exact`` is False: NUTS
+    samples an approximation of the model (sparse g, Monte Carlo normaliser;
+    see the module docstring). The full Stan output (``g_raw``, the base
+    measure, warm-up, adaptation) is in ``fit["fits"][1]``, a ``NutsFit``.
+    """
+
+    POSTERIOR = ("density", "log_z", "amplitude", "lengthscale", "mu0")
+
+    def inference_groups(self) -> dict[str, Any]:
+        """Groups for ``stanaccel.diagnostics.to_inference_data``."""
+        groups: dict[str, Any] = {"posterior": {k: self[k] for k in self.POSTERIOR if k in self}}
+        fits = self.get("fits")
+        if fits:
+            groups["sample_stats"] = fits[-1].sample_stats
+        groups["attrs"] = {
+            "sampler": "Stan NUTS",
+            "method": "stan_baseline",
+            "exact": False,
+            "note": "NUTS on an approximation of the model: sparse g, Monte Carlo normaliser",
+            **{k: self[k] for k in ("divergences", "wall_seconds") if k in self},
+        }
+        return groups
+
+    def _metrics_arguments(self) -> dict[str, Any]:
+        names = ("wall_seconds", "sampling_seconds", "gradient_evaluations")
+        return {k: self[k] for k in names if k in self}
 
 
 def _points(values, dim: int, name: str) -> np.ndarray:
@@ -197,7 +234,7 @@ def fit_stan_baseline(
     fixed_fraction: float = 0.5,
     quasi: bool = True,
     progress: bool = False,
-) -> dict[str, Any]:
+) -> StanBaselineFit:
     """Fit the Stan baseline by Stan's NUTS and return the density at ``at``.
 
     Chains start near the fitted base Gaussian (amplitude 1, lengthscales the
@@ -209,7 +246,7 @@ def fit_stan_baseline(
 
     Returns
     -------
-    dict with
+    StanBaselineFit, a dict (and a Result) with
         ``density`` : ndarray (chains, draws, G), exp(log_density) per draw;
         ``density_mean`` : ndarray (G,), the posterior mean density;
         ``log_z`` : ndarray (chains, draws), the Monte Carlo log normaliser;
@@ -240,21 +277,21 @@ def fit_stan_baseline(
     if chains < 1 or warmup < 1 or draws < 1:
         raise ValueError(f"chains, warmup and draws must be at least 1, not {chains}, {warmup}, {draws}")
     model = StanModel(compile_program(program_path(PROGRAM)), values)
-    nuts_seed = seed % 2**32
+    seeds = spawn_seeds(seed, ["warmup", "sampling"])
     inits = initial_values(values, chains, seed)
     start = time.perf_counter()
     warm = sample_nuts(
-        model, inits=inits, chains=chains, warmup=warmup, draws=0, seed=nuts_seed, progress=progress
+        model, inits=inits, chains=chains, warmup=warmup, draws=0, seed=seeds["warmup"], progress=progress
     )
     warmup_seconds = time.perf_counter() - start
     start = time.perf_counter()
     fit = sample_nuts(
-        model, warmup_from=warm.warmup_state(), draws=draws, seed=(nuts_seed + 1) % 2**32, progress=progress
+        model, warmup_from=warm.warmup_state(), draws=draws, seed=seeds["sampling"], progress=progress
     )
     sampling_seconds = time.perf_counter() - start
     variables = fit.stan_variables()
     density = np.exp(variables["log_density"])
-    return {
+    out = {
         "density": density,
         "density_mean": density.mean(axis=(0, 1)),
         "log_z": variables["log_z"],
@@ -271,3 +308,4 @@ def fit_stan_baseline(
         "stan_data": values,
         "fits": (warm, fit),
     }
+    return StanBaselineFit(out)

@@ -44,6 +44,7 @@ from __future__ import annotations
 import os
 import time
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 from scipy.special import digamma, expit, gammaln, polygamma
@@ -52,6 +53,8 @@ from stanaccel.gpdensity.base_measure import GaussianBase
 from stanaccel.gpdensity.covariance import JITTER, SquaredExponential
 from stanaccel.gpdensity.gibbs import HYPER_PRIOR_SD, check_data
 from stanaccel.gpdensity.inducing import inducing_points
+from stanaccel.results import Result
+from stanaccel.seeds import spawn_seed
 
 NOTE = "approximate: mean-field variational posterior with a sparse GP; not the exact posterior"
 
@@ -82,8 +85,17 @@ def solve_alpha(n_data: int, mean_rho: float) -> float:
 
 
 @dataclass
-class VariationalFit:
-    """The fitted q and the hyperparameters, with the bound's history."""
+class VariationalFit(Result):
+    """The fitted q and the hyperparameters, with the bound's history.
+
+    A :class:`~stanaccel.results.Result` (``draws()``, ``summary()``,
+    ``metrics()``, ``to_inference_data()``, ``save(path)``) whose posterior
+    holds independent draws from q, not MCMC draws (one chain, attributes
+    ``exact`` False and ``method`` "variational"): 500 draws of the density at
+    the inducing points and of lambda (see :meth:`inference_groups`). For the
+    density on a grid of your own, convert
+    ``fit.inference_groups(at=grid)`` with ``stanaccel.diagnostics.to_inference_data``.
+    """
 
     kernel: SquaredExponential
     base: GaussianBase
@@ -125,16 +137,24 @@ class VariationalFit:
         normaliser = expit(g[:, len(at) :]).mean(axis=1, keepdims=True)
         return expit(g[:, : len(at)]) * np.exp(self.base.logpdf(at)) / normaliser
 
-    def inference_groups(self, at: np.ndarray, n_draws: int = 500, seed: int = 0) -> dict:
-        """Groups for ``stanaccel.diagnostics.to_inference_data``: draws from q (one chain)."""
+    def inference_groups(self, at: np.ndarray | None = None, n_draws: int = 500, seed: int = 0) -> dict:
+        """Groups for ``stanaccel.diagnostics.to_inference_data``: independent draws from q (one chain).
+
+        The posterior holds ``density`` (1, n_draws, len(at)), from :meth:`density_draws`,
+        and ``lambda`` (1, n_draws). ``at`` defaults to the inducing points.
+        """
         rng = np.random.default_rng(seed)
+        where = "the inducing points" if at is None else "the points given"
+        at = self.inducing if at is None else at
         posterior = {
             "density": self.density_draws(at, n_draws, rng)[None],
             "lambda": rng.gamma(self.alpha, 1.0, size=(1, n_draws)),
         }
         attrs = {
             "sampler": "gp_density_variational",
+            "method": "variational",
             "exact": False,
+            "density_at": where,
             "note": NOTE,
             "mu0": self.mu0,
             "amplitude": self.kernel.amplitude,
@@ -145,6 +165,9 @@ class VariationalFit:
             "iterations": self.iterations,
         }
         return {"posterior": posterior, "attrs": attrs}
+
+    def _metrics_arguments(self) -> dict[str, Any]:
+        return {"wall_seconds": self.seconds}
 
 
 class VariationalDensity:
@@ -188,7 +211,9 @@ class VariationalDensity:
         if base.dim != self.data.shape[1]:
             raise ValueError(f"the base measure has {base.dim} dimensions, the data {self.data.shape[1]}")
         self.inducing = inducing_points(self.data, n_inducing, base, seed)
-        self.eps = np.random.default_rng(seed + 1).standard_normal((n_importance, self.data.shape[1]))
+        self.eps = np.random.default_rng(spawn_seed(seed, 1)).standard_normal(
+            (n_importance, self.data.shape[1])
+        )
         self.learning_rate = float(learning_rate)
         self.adam_steps = int(adam_steps)
         self.update_hyperparameters = bool(update_hyperparameters)

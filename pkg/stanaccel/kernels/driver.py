@@ -28,6 +28,7 @@ import numpy as np
 
 from stanaccel.densities import evaluations, kernel_densities
 from stanaccel.kernels.state import UndefinedStartError
+from stanaccel.results import Result
 
 FAILURES_BEFORE_WARNING = 100
 """Failed steps in a row after which a chain warns. A healthy chain near the edge
@@ -51,8 +52,11 @@ def warn_failing(chain: int, failures: int) -> None:
 
 
 @dataclass
-class KernelRun:
+class KernelRun(Result):
     """Draws and statistics of a kernel run, with (chain, draw) leading axes.
+
+    A :class:`~stanaccel.results.Result`: ``draws()``, ``summary()``, ``metrics()``,
+    ``to_inference_data()``, ``save(path)``.
 
     Attributes
     ----------
@@ -89,6 +93,20 @@ class KernelRun:
     interrupted: bool = False
     constrained: dict[str, np.ndarray] | None = None
     recorded: np.ndarray | None = None
+
+    def draws(self, *, concat_chains: bool = False) -> np.ndarray:
+        """The draws as one array: (chains, draws, n), or (chains * draws, n) with ``concat_chains``.
+
+        With ``constrained`` values, its arrays in the dict's order, each
+        flattened in row-major order after the (chain, draw) axes (``n`` is
+        the number of constrained scalars); without, the unconstrained
+        ``positions`` (``n`` = dim).
+        """
+        return super().draws(concat_chains=concat_chains)
+
+    def _metrics_arguments(self) -> dict[str, Any]:
+        """The run's cost for ``metrics()``: wall time and all chains' density evaluations."""
+        return {"wall_seconds": self.wall_seconds, "gradient_evaluations": int(self.evaluations.sum())}
 
     def inference_groups(self) -> dict[str, Any]:
         """Groups for ``stanaccel.diagnostics.to_inference_data``."""

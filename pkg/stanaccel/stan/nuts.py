@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from stanaccel.results import Result
 from stanaccel.stan.errors import StanEvaluationError
 from stanaccel.stan.model import StanModel, Variables, unflatten
 
@@ -139,8 +140,11 @@ class WarmupState:
 
 
 @dataclass
-class NutsFit:
+class NutsFit(Result):
     """Draws and diagnostics of a NUTS run, as NumPy arrays with (chain, draw) axes.
+
+    A :class:`~stanaccel.results.Result`: ``draws()``, ``summary()``, ``metrics()``,
+    ``to_inference_data()``, ``save(path)``.
 
     Attributes
     ----------
@@ -207,6 +211,10 @@ class NutsFit:
         if inc_warmup:
             out = np.concatenate([self.warmup_constrained, out], axis=1)
         return out.reshape(-1, out.shape[-1]) if concat_chains else out
+
+    def _metrics_arguments(self) -> dict[str, Any]:
+        """The run's cost for ``metrics()``: wall time and gradient evaluations (warm-up included)."""
+        return {"wall_seconds": self.wall_seconds, "gradient_evaluations": self.gradient_evaluations}
 
     def stan_variables(self, *, inc_warmup: bool = False) -> dict[str, np.ndarray]:
         """Every variable as (chains, draws, *dims)."""
