@@ -2,6 +2,9 @@
 
 - ``stanaccel nuts PROGRAM --data FILE``: Stan's NUTS; writes InferenceData
   (netCDF) and prints the ArviZ summary.
+- ``stanaccel sample PROGRAM --data FILE --method M``: any stanaccel sampler
+  after Stan's NUTS warm-up (settings by ``--set key=value`` or ``--config
+  FILE.toml``); writes InferenceData and metrics, prints the ArviZ summary.
 - ``stanaccel run WORKFLOW.toml``: run a workflow file.
 - ``stanaccel compile PROGRAM``: compile (or find in the cache) a program.
 
@@ -23,12 +26,14 @@ NUTS_DEFAULTS = {"chains": 4, "warmup": 1000}
 def _nuts(args: argparse.Namespace) -> int:
     from stanaccel.diagnostics import convergence_metrics, summary, to_inference_data
     from stanaccel.diagnostics.files import check_writable, save_netcdf
+    from stanaccel.sampling.program import Program, prepare_data
     from stanaccel.stan import StanModel
     from stanaccel.stan.nuts import WarmupState, sample_nuts
 
     output = check_writable(args.output or f"{Path(args.program).stem}-nuts.nc")
     warmup_from = WarmupState.from_netcdf(args.warmup_from) if args.warmup_from else None
-    model = StanModel(_program(args.program), args.data)
+    program = _program(args.program)
+    model = StanModel(program, prepare_data(Program.of(program), args.data))  # beta = 1 where declared
     given = {k: getattr(args, k) for k in NUTS_DEFAULTS if getattr(args, k) is not None}
     settings = given if warmup_from is not None else {**NUTS_DEFAULTS, **given}
     chains = settings.get("chains", len(warmup_from.step_size) if warmup_from is not None else 0)
@@ -75,6 +80,79 @@ def _nuts(args: argparse.Namespace) -> int:
         f"{divergences} divergences; wrote {written}"
     )
     return 0 if written == output else 1
+
+
+def _sample(args: argparse.Namespace) -> int:
+    from stanaccel.diagnostics.files import check_writable
+    from stanaccel.sampling.engine import sample, write_result
+
+    method, settings, sources = _sample_settings(args)
+    output = check_writable(args.output or f"{Path(args.program).stem}-{method}.nc")
+    warmup_from = args.warmup_from
+    if warmup_from and len(warmup_from) == 1:
+        warmup_from = warmup_from[0]
+    result = sample(
+        _program(args.program),
+        args.data,
+        method,
+        settings,
+        seed=args.seed,
+        warmup_from=warmup_from,
+        progress=not args.quiet,
+        sources=sources,
+        log=lambda line: print(f"stanaccel sample: {line}", file=sys.stderr, flush=True),
+    )
+    written, metrics = write_result(result, output)
+    if written != output:
+        print(f"stanaccel sample: could not write {output}; wrote the draws to {written}", file=sys.stderr)
+    if metrics is None:
+        print(f"interrupted: wrote {written} with {result.num_draws} draws per chain",
+              file=sys.stderr)  # fmt: skip
+        return INTERRUPTED
+    print(result.summary().to_string())
+    charged = ", ".join(f"{k} {v:.1f} s" for k, v in result.charged_seconds.items()) or "nothing"
+    print(
+        f"{metrics['sampler']} ({'exact' if metrics['exact'] else 'APPROXIMATE'}): "
+        f"{metrics['chains']} chains x {metrics['draws_per_chain']} draws; "
+        f"ESS bulk min {metrics['ess_bulk_min']:.0f}, tail min "
+        f"{metrics['ess_tail_min']:.0f}, R-hat max {metrics['rhat_max']:.3f}, acceptance "
+        f"{metrics['acceptance']:.2f}; {metrics['wall_seconds']:.1f} s with {charged} charged, "
+        f"{metrics['ess_per_second']:.3g} ESS/s; wrote {written}"
+    )
+    return 0 if written == output else 1
+
+
+def _sample_settings(args: argparse.Namespace) -> tuple[str, dict, dict[str, str]]:
+    """The method, its settings and where each came from: --config file, then --set, then the flags."""
+    import tomllib
+
+    from stanaccel.sampling.config import ConfigError, parse_assignment
+
+    settings: dict = {}
+    sources: dict[str, str] = {}
+    method = args.method
+    if args.config:
+        path = Path(args.config)
+        if not path.is_file():
+            raise FileNotFoundError(f"config file not found: {path}")
+        try:
+            table = tomllib.loads(path.read_text())
+        except tomllib.TOMLDecodeError as exc:
+            raise ConfigError(f"{path}: not valid TOML: {exc}") from None
+        file_method = table.pop("method", None)
+        if method is None:
+            method = file_method
+        settings.update(table)
+        sources.update({k: str(path) for k in table})
+    for text in args.set or []:
+        key, value = parse_assignment(text)
+        settings[key] = value
+        sources[key] = f"--set {text}"
+    for key in ("chains", "draws", "warmup"):
+        if getattr(args, key) is not None:
+            settings[key] = getattr(args, key)
+            sources[key] = f"--{key}"
+    return method or "nuts", settings, sources
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -126,6 +204,13 @@ class _HelpFormatter(argparse.HelpFormatter):
         return text
 
 
+class _SampleHelpFormatter(_HelpFormatter):
+    """Defaults shown, and the epilog's list of settings kept on its lines."""
+
+    def _fill_text(self, text: str, width: int, indent: str) -> str:
+        return "".join(indent + line for line in text.splitlines(keepends=True))
+
+
 def build_parser() -> argparse.ArgumentParser:
     from stanaccel import __version__
 
@@ -175,6 +260,48 @@ def build_parser() -> argparse.ArgumentParser:
     nuts.add_argument("--quiet", "-q", action="store_true", help="no progress bar")
     nuts.set_defaults(func=_nuts)
 
+    from stanaccel.sampling.config import METHODS, keys
+
+    sample = sub.add_parser(
+        "sample",
+        help="run any stanaccel sampler on a program",
+        description="Run Stan's NUTS warm-up on a program, tune the chosen sampler from it (and train an "
+        "autoencoder for the latent methods), run the chains, write the InferenceData (netCDF, with the "
+        "settings used and whether the method is exact) and its metrics (FILE.metrics.json), and print the "
+        "ArviZ summary. A setting you give wins over one tuned from the warm-up, which wins over the "
+        "default.",
+        epilog="Settings of each method (--set KEY=VALUE; see the README's table):\n"
+        + "\n".join(
+            f"  {m}: {', '.join(k for k in keys(m) if k not in ('chains', 'draws', 'warmup'))}"
+            for m in METHODS
+        ),  # fmt: skip
+        formatter_class=_SampleHelpFormatter,
+    )
+    sample.add_argument("program", help=f"a .stan file or a bundled program ({_bundled_programs()})")
+    sample.add_argument("--data", help="Stan JSON data file")
+    sample.add_argument("--method", "-m", choices=list(METHODS), metavar="METHOD",
+                        help=f"the sampler: {', '.join(METHODS)} (default: --config's or nuts)")  # fmt: skip
+    sample.add_argument("--set", action="append", metavar="KEY=VALUE",
+                        help="a setting, its value read as TOML (n_steps=20, inner=mh, "
+                        "'observations={count=\"N\", fields=[\"x\", \"y\"]}'); repeat for more")  # fmt: skip
+    sample.add_argument(
+        "--config", metavar="FILE.toml", help="settings from a TOML file (--set wins over it)"
+    )
+    sample.add_argument("--chains", type=int, help="number of chains (default 4)")
+    sample.add_argument("--draws", type=int, help="draws per chain (default 1000)")
+    sample.add_argument("--warmup", type=int, help="NUTS warm-up iterations per chain (default 1000)")
+    sample.add_argument(
+        "--seed", type=int, default=1, help="random seed; every part of the run derives from it"
+    )
+    sample.add_argument("--warmup-from", nargs="+", metavar="FILE",
+                        help="an earlier warm-up instead of a new one: a netCDF file of stanaccel nuts or "
+                        "sample, or CmdStan CSV files")  # fmt: skip
+    sample.add_argument(
+        "--output", "-o", help="netCDF file for the InferenceData (default: PROGRAM-METHOD.nc)"
+    )
+    sample.add_argument("--quiet", "-q", action="store_true", help="no progress bars")
+    sample.set_defaults(func=_sample)
+
     run = sub.add_parser(
         "run",
         help="run a workflow file",
@@ -211,7 +338,7 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         return args.func(args)
-    except (StanError, FileNotFoundError, ValueError) as exc:
+    except (StanError, FileNotFoundError, ValueError, OSError) as exc:
         print(f"stanaccel {args.command}: error: {exc}", file=sys.stderr)
         return BAD_INPUT
     except KeyboardInterrupt:

@@ -31,7 +31,7 @@ jump = 4
 sweep = { moves = [1, 3] }
 
 [[steps.samplers]]
-method = "tt"
+method = "tt-approx"
 ladder = [{ kind = "fitc", m = 10 }, { kind = "subset", m = 10 }]
 inner_steps = 2
 """

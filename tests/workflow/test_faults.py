@@ -174,3 +174,16 @@ def test_cli_continuing_from_another_programs_run_is_refused(tmp_path, gp_model,
     path = save_netcdf(to_inference_data(fit), tmp_path / "gp.nc")
     code = main(["nuts", "mvn_mean", "--data", str(mvn_data_file), "--warmup-from", str(path), "-q"])
     assert code == 2 and "is it the same program?" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("method", ["mh", "stt"])
+def test_interrupted_sample_writes_its_draws_and_exits_130(tmp_path, mvn_program, mvn_data_file, method):
+    out = tmp_path / "fit.nc"
+    command = [*CLI, "sample", "mvn_mean", "--data", str(mvn_data_file), "--method", method, "--chains", "2",
+               "--warmup", "100", "--draws", "2000000", "-q", "-o", str(out)]  # fmt: skip
+    code, output = _interrupt(command, "draws", delay=2.0)
+    assert code == 130, output
+    assert "Traceback" not in output and "Warning" not in output
+    assert out.is_file(), output
+    draws = az.from_netcdf(str(out)).posterior.sizes["draw"]
+    assert draws > 0 and f"interrupted: wrote {out} with {draws} draws per chain" in output

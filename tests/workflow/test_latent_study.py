@@ -21,18 +21,20 @@ autoencoder = { latent_dim = 2, epochs = 40, patience = 5 }
 
 [[steps.samplers]]
 method = "ae-hmc"
-n_steps = 4
+exact = false
+latent_n_steps = 4
 tune = 20
 
 [[steps.samplers]]
 method = "ae-hmc"
-n_steps = 4
+exact = false
+latent_n_steps = 4
 route = "stan"
 tune = 20
 
 [[steps.samplers]]
 method = "ae-hmc"
-n_steps = 4
+latent_n_steps = 4
 exact = true
 tune = 20
 

@@ -9,9 +9,11 @@ from scipy.stats import norm
 from stanaccel.datasets import generate, take_observations
 from stanaccel.datasets.mvn_mean import exact_posterior
 from stanaccel.diagnostics import mcse_z_scores, to_inference_data
+from stanaccel.sampling.build import KernelFactory, Tuning
+from stanaccel.sampling.config import make_config
+from stanaccel.sampling.engine import run_sampler
 from stanaccel.stan import StanModel
 from stanaccel.workflow import run_workflow
-from stanaccel.workflow.samplers import SamplerSpec, build_kernel, run_sampler
 
 STUDY = """
 [workflow]
@@ -34,6 +36,14 @@ levels = 3
 """
 
 
+def build_kernel(method: str, model, data, **settings):
+    """One chain's kernel of ``method`` with ``settings`` and nothing tuned."""
+    config, _ = make_config(method, {"precondition": False, **settings}).resolve({})
+    return KernelFactory(
+        config, model, data, Tuning(None, np.ones(model.dim), np.zeros((1, model.dim)), None, 0)
+    )(0)
+
+
 @pytest.fixture(scope="module")
 def mvn(mvn_program):
     data = generate("mvn_mean", N=40, D=2, seed=8).data
@@ -51,7 +61,7 @@ def test_take_observations_keeps_the_rest(mvn):
 
 def test_power_ladder_of_stan_instances_matches_the_beta_data_variable(mvn):
     model, data = mvn
-    kernel = build_kernel(SamplerSpec("pt", levels=3, beta_min=0.25), model, data, "mvn_mean")
+    kernel = build_kernel("pt", model, data, levels=3, beta_min=0.25)
     theta = np.array([0.3, -0.2])
     for level, beta in enumerate(kernel.ladder.betas):
         tempered = model.with_data({**data, "beta": float(beta)})
@@ -62,7 +72,7 @@ def test_power_ladder_of_stan_instances_matches_the_beta_data_variable(mvn):
 
 def test_subsampled_ladder_of_stan_instances_is_nested(mvn):
     model, data = mvn
-    kernel = build_kernel(SamplerSpec("spt", levels=3, beta_min=0.25), model, data, "mvn_mean")
+    kernel = build_kernel("spt", model, data, levels=3, beta_min=0.25)
     sizes = [int(json.loads(level.data_json)["N"]) for level in kernel.ladder.levels]
     assert sizes == [40, 25, 16, 10]
 
@@ -72,9 +82,11 @@ def test_tempering_on_stan_recovers_the_exact_posterior(mvn, method):
     model, data = mvn
     mean, cov = exact_posterior(data)
     sd = np.sqrt(np.diag(cov))
-    spec = SamplerSpec(method, inner="hmc", levels=3, beta_min=0.25, step_size=0.15, n_steps=5)
+    settings = {"inner": "hmc", "levels": 3, "beta_min": 0.25, "step_size": 0.15, "n_steps": 5,
+                "temperature_scaling": "mh", "precondition": False, "chains": 4, "draws": 800}  # fmt: skip
     starts = mean + 3 * sd * np.random.default_rng(1).normal(size=(4, 2))
-    run = run_sampler(spec, model, data, "mvn_mean", starts, 800, seed=4)
+    tuning = Tuning(None, np.ones(2), starts, None, 0.0)
+    run = run_sampler(make_config(method, settings), model, data, tuning, seed=4).run
     assert run.exact and run.evaluations.min() > 0
     idata = to_inference_data({"posterior": {"theta": run.positions[:, 200:]}})
     z_mean, z_sd = mcse_z_scores(idata, "theta", mean, sd)

@@ -69,7 +69,7 @@ BAD = {
     ),
     "unknown key in a latent sampler": (
         HEAD + LATENT + "n_step = 4\n",
-        [STEP + "(action latent_study): samplers[0]: unknown key 'n_step'", "did you mean 'n_steps'?"],
+        [STEP + "(action latent_study): samplers[0]: unknown key 'n_step'", "did you mean 'latent_n_steps'?"],
     ),
     "unknown autoencoder option": (
         HEAD + LATENT + "[steps.autoencoder]\nlatent_dims = 3\n",

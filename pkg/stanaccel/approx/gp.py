@@ -3,7 +3,8 @@
 Both return Stan instances with gp_ard's parameters, so they pair with the
 exact posterior (:class:`stanaccel.approx.ApproximationPair`):
 
-- subset of data: the same program on m observations drawn at random. Its
+- subset of data: the same program (any program, given which data are per
+  observation) on m observations drawn at random. Its
   posterior is wider than pi by about sqrt(N/m); ``scale=True`` multiplies the
   subset's log likelihood by N/m (gp_ard's ``beta``) to match pi's width;
 - low rank: ``stan/gp_ard_lowrank.stan`` with m inducing inputs, FITC (the
@@ -18,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from stanaccel.datasets import take_observations
+from stanaccel.observations import BUNDLED, Observations
 from stanaccel.programs import program_path
 from stanaccel.stan import StanModel, compile_program
 
@@ -30,12 +31,37 @@ def _check_size(m: int, n: int, what: str) -> None:
         raise ValueError(f"{what} must be between 1 and N = {n}, not {m}")
 
 
-def subset_of_data(model: StanModel, data: dict[str, Any], m: int, *, seed: int = 0, scale: bool = False):
-    """gp_ard on m observations drawn at random without replacement (fixed by ``seed``)."""
-    n = int(data["N"])
+def subset_of_data(
+    model: StanModel,
+    data: dict[str, Any],
+    m: int,
+    *,
+    seed: int = 0,
+    scale: bool = False,
+    observations: Observations | dict | None = None,
+):
+    """The same program on m observations drawn at random without replacement (fixed by ``seed``).
+
+    Parameters
+    ----------
+    observations : Observations or ``{"count": "N", "fields": [...]}``, optional
+        Which data are per observation; default: the bundled program's
+        declaration (:data:`stanaccel.observations.BUNDLED`).
+    scale : bool
+        Multiply the subset's log likelihood by N/m through the program's ``beta``.
+    """
+    if observations is None:
+        name = model.name.removesuffix("_model")
+        if name not in BUNDLED:
+            raise ValueError(
+                f"say which data of {name} are per observation: observations = {{count, fields}}"
+            )
+        observations = BUNDLED[name]
+    observations = Observations.parse(observations)
+    n = observations.check(data)
     _check_size(m, n, "the subset size m")
     indices = np.sort(np.random.default_rng(seed).choice(n, size=m, replace=False))
-    subset = take_observations(data, indices, "gp_ard")
+    subset = observations.take(data, indices)
     if scale:
         subset["beta"] = float(data.get("beta", 1.0)) * n / m
     return model.with_data(subset)

@@ -8,8 +8,6 @@ tempering paper's protocol for sweeps over N).
 from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
-
 
 @dataclass
 class Dataset:
@@ -42,10 +40,6 @@ def generate(name: str, **options: Any) -> Dataset:
     return import_module(f"stanaccel.datasets.{name}").generate(**options)
 
 
-# The data variables that hold one entry per observation, for each bundled program.
-OBSERVATIONS = {"gp_ard": ("x", "y"), "mvn_mean": ("x",), "logistic": ("X", "y")}
-
-
 def take_observations(data: dict[str, Any], indices, keys, n_key: str = "N") -> dict[str, Any]:
     """The data restricted to the observations at ``indices``.
 
@@ -57,17 +51,14 @@ def take_observations(data: dict[str, Any], indices, keys, n_key: str = "N") -> 
         The observations to keep.
     keys : sequence of str, or a bundled program's name
         The variables indexed by observation along their first axis
-        (``OBSERVATIONS[program]`` for the bundled programs).
+        (:data:`stanaccel.observations.BUNDLED` for the bundled programs).
     n_key : str
         The variable holding the number of observations, set to ``len(indices)``.
     """
+    from stanaccel.observations import BUNDLED, Observations
+
     if isinstance(keys, str):
-        if keys not in OBSERVATIONS:
+        if keys not in BUNDLED:
             raise ValueError(f"no observation layout known for {keys!r}; pass the variable names")
-        keys = OBSERVATIONS[keys]
-    indices = np.asarray(indices, dtype=int)
-    out = dict(data)
-    for key in keys:
-        out[key] = np.asarray(data[key])[indices]
-    out[n_key] = len(indices)
-    return out
+        return BUNDLED[keys].take(data, indices)
+    return Observations(n_key, tuple(keys)).take(data, indices)

@@ -30,7 +30,9 @@ only from the fourth program built.
 
 from __future__ import annotations
 
+import functools
 import importlib.util
+import json
 import logging
 import os
 import re
@@ -157,6 +159,31 @@ def stanc(code: str, name: str, toolchain_stanc: Path) -> tuple[str, str]:
             message = (process.stderr or process.stdout).strip().replace(str(source), source.name)
             raise StanCompileError(message)
         return target.read_text(), process.stderr.strip()
+
+
+@functools.lru_cache(maxsize=64)
+def program_info(code: str) -> dict:
+    """What a program declares, from ``stanc --info``: its data (``inputs``) and parameters.
+
+    Each of ``inputs``, ``parameters``, ``transformed parameters`` and
+    ``generated quantities`` maps a name to ``{"type": "int" | "real" | ...,
+    "dimensions": n}`` (n array and vector dimensions together).
+
+    Raises
+    ------
+    StanCompileError
+        The program does not compile.
+    """
+    with tempfile.TemporaryDirectory(prefix="stanaccel-stanc-") as tmp:
+        source = Path(tmp) / "program.stan"
+        source.write_text(code)
+        process = subprocess.run(
+            [str(find_toolchain().stanc), "--info", source.name], cwd=tmp, capture_output=True, text=True,
+            timeout=120,
+        )  # fmt: skip
+    if process.returncode != 0:
+        raise StanCompileError((process.stderr or process.stdout).strip())
+    return json.loads(process.stdout)
 
 
 def compile_program(program: str | Path) -> CompiledProgram:

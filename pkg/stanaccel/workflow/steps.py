@@ -7,6 +7,9 @@
   ``.stan`` path; ``data``: an earlier step's name or a Stan JSON file;
   ``chains``, ``warmup``, ``draws``, ``metric``, and any other NUTS setting);
   writes ``posterior.nc`` (InferenceData), ``metrics.json`` and ``summary.txt``.
+- ``sample``: any stanaccel sampler on a program after Stan's NUTS warm-up
+  (``method`` and its settings; see :mod:`stanaccel.workflow.sample`);
+  writes ``posterior.nc``, ``metrics.json`` and ``summary.txt``.
 - ``tempering_study``: samplers side by side with Stan NUTS over data sizes
   (see :mod:`stanaccel.workflow.tempering_study`).
 - ``approximation_study``: exact samplers that move with fast approximations
@@ -33,6 +36,7 @@ import numpy as np
 from stanaccel.datasets import GENERATORS, generate
 from stanaccel.diagnostics import convergence_metrics, summary, to_inference_data
 from stanaccel.programs import program_path
+from stanaccel.sampling.program import Program, prepare_data
 from stanaccel.stan import StanModel, write_data
 from stanaccel.stan.nuts import NutsSettings, sample_nuts
 from stanaccel.workflow.context import RunContext
@@ -77,7 +81,8 @@ def nuts_step(step: dict[str, Any], context: RunContext, seed: int) -> dict[str,
     program = step.get("program", default_program)
     if program is None:
         raise ValueError(f"step {step['name']!r}: no program given")
-    model = StanModel(_program_file(program, context), data)
+    path = program_file(program, context)
+    model = StanModel(path, prepare_data(Program.of(path), data))  # beta = 1 where declared
     known = set(NutsSettings.__dataclass_fields__)
     settings = {k: v for k, v in step.items() if k in known}
     unknown = set(step) - known - set(STEP_KEYS) - {"program", "data"}
@@ -139,6 +144,12 @@ def _latent_study(step: dict[str, Any], context: RunContext, seed: int) -> dict[
     return latent_study_step(step, context, seed)
 
 
+def _sample(step: dict[str, Any], context: RunContext, seed: int) -> dict[str, Any]:
+    from stanaccel.workflow.sample import sample_step
+
+    return sample_step(step, context, seed)
+
+
 def _density_study(step: dict[str, Any], context: RunContext, seed: int) -> dict[str, Any]:
     from stanaccel.workflow.density_study import density_study_step
 
@@ -148,6 +159,7 @@ def _density_study(step: dict[str, Any], context: RunContext, seed: int) -> dict
 ACTIONS: dict[str, Action] = {
     "generate": generate_step,
     "nuts": nuts_step,
+    "sample": _sample,
     "tempering_study": _tempering_study,
     "approximation_study": _approximation_study,
     "latent_study": _latent_study,
@@ -171,7 +183,7 @@ def step_schema(action: str) -> Table:
     return import_module(f"stanaccel.workflow.{action}").SCHEMA
 
 
-def _program_file(program: str, context: RunContext) -> Path:
+def program_file(program: str, context: RunContext) -> Path:
     """A bundled program by name, else a ``.stan`` path."""
     if program.endswith(".stan") or "/" in program:
         path = context.resolve_path(program)

@@ -1,0 +1,289 @@
+"""Kernels for a posterior from a resolved sampler configuration: the one kernel factory.
+
+Every method builds its kernels here, for ``stanaccel sample``, the ``sample``
+workflow step and the studies alike. A factory makes one kernel per chain,
+each with Stan instances of its own, so chains run in parallel threads and
+count their own cost; it records each chain's densities (``factory.densities``)
+so that a caller can report the cost of pi and of each approximation.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from stanaccel.approx import KeepConstants
+from stanaccel.kernels import (
+    HMC,
+    PCN,
+    Cycle,
+    DiscretizingChain,
+    ParallelTempering,
+    RandomWalkMetropolis,
+    TemperedTransitions,
+    approximation_ladder,
+    geometric_betas,
+    power_ladder,
+    subsampled_ladder,
+)
+from stanaccel.sampling.config import SamplerConfig
+from stanaccel.sampling.program import approximation, observations_for
+from stanaccel.stan import StanModel, compile_program
+
+
+@dataclass
+class Tuning:
+    """What a NUTS warm-up gives the kernels.
+
+    Attributes
+    ----------
+    step_size : float or None
+        The adapted step size (median over chains); None when nothing was adapted.
+    inv_metric : ndarray (dim,) or (dim, dim)
+        The adapted inverse metric (mean over chains).
+    starts : ndarray (chains, dim)
+        Where the warm-up's chains ended: the kernels' start points.
+    draws : ndarray (n, dim) or None
+        Warm-up draws after adaptation settled (for reference Gaussians and autoencoders).
+    seconds : float
+        The warm-up's time, charged to the sampler.
+    """
+
+    step_size: float | None
+    inv_metric: np.ndarray
+    starts: np.ndarray
+    draws: np.ndarray | None
+    seconds: float
+
+    @property
+    def covariance(self) -> np.ndarray:
+        metric = np.asarray(self.inv_metric)
+        return np.diag(metric) if metric.ndim == 1 else metric
+
+    def settings(self, dim: int) -> dict[str, Any]:
+        """Tuned values of the configuration keys (used where the user set none).
+
+        Without an adapted step size (``step_size`` None: no warm-up tuned the
+        kernels) the step size and MH scale are left to their defaults.
+        """
+        from stanaccel.latent import default_latent_dim
+
+        tuned = {"latent_dim": default_latent_dim(dim)}
+        if self.step_size is not None:
+            tuned.update(step_size=self.step_size, scale=2.38 / np.sqrt(dim))
+        return tuned
+
+    def gaussian(self) -> tuple[np.ndarray, np.ndarray]:
+        """Mean and covariance of the warm-up draws (a pCN reference), regularised to be positive definite."""
+        if self.draws is None or len(self.draws) < 2:
+            raise ValueError("a Gaussian reference needs warm-up draws")
+        mean = self.draws.mean(axis=0)
+        cov = np.atleast_2d(np.cov(self.draws, rowvar=False))
+        return mean, cov + 1e-9 * np.trace(cov) / len(cov) * np.eye(len(cov))
+
+
+def inner_kernel(config: SamplerConfig, density, tuning: Tuning, beta: float = 1.0, kind: str | None = None):
+    """The MH or HMC move of ``config`` on ``density``, at inverse temperature ``beta``.
+
+    ``temperature_scaling`` says which moves widen at level m, by
+    beta_m^(-1/2), as the tempered target's width grows.
+    """
+    kind = kind or config.inner
+    scaling = getattr(config, "temperature_scaling", "none")
+    widen = beta**-0.5 if beta > 0 else 1.0
+    precondition = config.precondition
+    if kind == "mh":
+        covariance = tuning.covariance if precondition else None
+        scale = config.scale * (widen if scaling in ("both", "mh") else 1.0)
+        kernel = RandomWalkMetropolis(density, scale=scale, covariance=covariance)
+    else:
+        metric = tuning.inv_metric if precondition else None
+        step = config.step_size * (widen if scaling == "both" else 1.0)
+        kernel = HMC(density, step_size=step, n_steps=config.n_steps, inv_metric=metric)
+    steps = getattr(config, "inner_steps", 1)
+    return kernel if steps == 1 else Cycle([kernel] * steps)
+
+
+class ReferenceRatio:
+    """log pi(x) - log N(x | mean, cov): the likelihood part of pi for pCN with a Gaussian reference."""
+
+    def __init__(self, density, mean: np.ndarray, cov: np.ndarray):
+        self.density = density
+        self.dim = density.dim
+        self.mean = mean
+        self.cholesky = np.linalg.cholesky(cov)
+
+    @property
+    def n_log_density(self) -> int:
+        return self.density.n_log_density
+
+    @property
+    def n_gradient(self) -> int:
+        return self.density.n_gradient
+
+    def log_density(self, x: np.ndarray) -> float:
+        w = np.linalg.solve(self.cholesky, x - self.mean)
+        return self.density.log_density(x) + 0.5 * float(w @ w)
+
+
+class KernelFactory:
+    """``factory(chain)`` builds chain ``chain``'s kernel for a resolved configuration.
+
+    Parameters
+    ----------
+    config : SamplerConfig
+        Resolved (:meth:`SamplerConfig.resolve`): no tuned setting left unset.
+    model : StanModel
+        The posterior (its program and data).
+    data : dict
+        The posterior's data (``beta`` set when the program declares it).
+    tuning : Tuning
+    seed : int
+        Fixes random subsets (subsampled ladders, subset approximations).
+    maps : LatentMaps, optional
+        The trained autoencoder (``ae-hmc``, ``ae-pcn``).
+
+    Attributes
+    ----------
+    densities : list of dict
+        Per chain built: ``{"exact": density, "approx": [densities]}``.
+    """
+
+    def __init__(
+        self,
+        config: SamplerConfig,
+        model: StanModel,
+        data: dict[str, Any],
+        tuning: Tuning,
+        *,
+        seed: int = 0,
+        maps=None,
+    ):
+        self.config, self.model, self.data, self.tuning = config, model, data, tuning
+        self.seed, self.maps = seed, maps
+        self.densities: list[dict[str, Any]] = []
+
+    def posterior(self):
+        """A chain's own Stan instance of the posterior."""
+        return self.model.with_data(self.data)
+
+    def timed_posterior(self) -> KeepConstants:
+        """A chain's own posterior, constants kept: value-only evaluations skip autodiff; timed."""
+        return KeepConstants(self.posterior())
+
+    def __call__(self, chain: int):
+        config, method = self.config, self.config.method
+        if method in ("mh", "hmc"):
+            return inner_kernel(config, self._record(self.timed_posterior()), self.tuning, kind=method)
+        if method == "pcn":
+            mean, cov = self.reference()
+            ratio = ReferenceRatio(self._record(self.timed_posterior()), mean, cov)
+            return PCN(ratio, mean, cov, step=config.pcn_step)
+        if method in ("pt", "tt", "spt", "stt"):
+            return self._tempering()
+        if method in ("dc", "tt-approx"):
+            return self._with_approximations()
+        if method in ("ae-hmc", "ae-pcn"):
+            latent = self.latent_density()
+            return self.latent_kernel(
+                self._record(self.timed_posterior()), self._latent_step(), complement=True, latent=latent
+            )
+        raise ValueError(f"method {method!r} has no kernel (nuts and latent-nuts run Stan's NUTS)")
+
+    def reference(self) -> tuple[np.ndarray, np.ndarray]:
+        """pCN's Gaussian reference: the prior N(0, prior_sd^2 I) when set, else one fitted to the warm-up."""
+        prior_sd = getattr(self.config, "prior_sd", None)
+        if prior_sd is None:
+            return self.tuning.gaussian()
+        dim = self.model.dim
+        return np.zeros(dim), np.eye(dim) * prior_sd**2
+
+    def _record(self, exact, approx: list | None = None):
+        self.densities.append({"exact": exact, "approx": approx or []})
+        return exact
+
+    def _tempering(self):
+        config = self.config
+        betas = (
+            geometric_betas(config.levels, config.beta_min)
+            if config.betas is None
+            else np.asarray(config.betas)
+        )
+        if config.method in ("pt", "tt"):
+            posterior = self.posterior()
+            ladder = power_ladder(posterior, self.model.with_data({**self.data, "beta": 0.0}), betas)
+        else:
+            observations = observations_for(config, self.model, self.data)
+            n = observations.check(self.data)
+            ladder = subsampled_ladder(
+                lambda idx: self.model.with_data(observations.take(self.data, idx)), n, betas, seed=self.seed
+            )
+        self._record(ladder.levels[0] if config.method in ("spt", "stt") else posterior)
+
+        def make(density, level):
+            return inner_kernel(config, density, self.tuning, float(betas[level]))
+
+        if config.method in ("pt", "spt"):
+            return ParallelTempering(ladder, make, swap=config.swap)
+        base = inner_kernel(config, ladder.levels[0], self.tuning)
+        return Cycle([base, TemperedTransitions(ladder, make)])
+
+    def approximations(self) -> list:
+        """This configuration's approximations (``approx``, or the ``ladder``), as specifications."""
+        return [self.config.approx] if self.config.method == "dc" else list(self.config.ladder)
+
+    def _with_approximations(self):
+        config = self.config
+        exact = self.timed_posterior()
+        approx = [
+            approximation(spec, self.model, self.data, config, seed=self.seed)
+            for spec in self.approximations()
+        ]
+        self._record(exact, approx)
+        if config.method == "dc":
+            inner = inner_kernel(config, approx[0], self.tuning)
+            return DiscretizingChain(exact, inner, moves=config.moves, jump=config.jump)
+        ladder = approximation_ladder(exact, approx)
+        return TemperedTransitions(ladder, lambda density, level: inner_kernel(config, density, self.tuning))
+
+    def _latent_step(self) -> float:
+        config = self.config
+        return config.latent_step_size if config.method == "ae-hmc" else config.pcn_step
+
+    def latent_density(self):
+        """A Stan instance of the latent program (AE-HMC's approximate route), or None without one."""
+        if getattr(self.config, "latent_program", None) is None:
+            return None
+        from stanaccel.latent import decoder_data
+
+        program = compile_program(Path(self.config.latent_program))
+        return StanModel(program, {**self.data, **decoder_data(self.maps)})
+
+    def latent_kernel(self, density, step: float, *, complement: bool, latent=None):
+        """AE-HMC or AE-pCN on ``density`` with latent step ``step``; exact mode adds the full-space move.
+
+        ``latent`` is the latent program's instance (:meth:`latent_density`) for AE-HMC's Stan route.
+        """
+        from stanaccel.latent import AutoencoderHMC, AutoencoderPCN
+
+        config = self.config
+        if config.method == "ae-hmc":
+            kernel = AutoencoderHMC(
+                density,
+                self.maps,
+                step,
+                config.latent_n_steps,
+                exact=config.exact,
+                latent_density=latent,
+                encoded_momentum=config.encoded_momentum,
+            )
+        else:
+            prior = self.reference() if (not config.exact or config.prior_sd is not None) else None
+            kernel = AutoencoderPCN(density, self.maps, exact=config.exact, step=step, prior=prior)
+        if not (config.exact and complement):
+            return kernel
+        metric = self.tuning.inv_metric if config.precondition else None
+        return Cycle([kernel, HMC(density, config.step_size, config.complement_steps, inv_metric=metric)])

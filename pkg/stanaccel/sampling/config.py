@@ -1,0 +1,667 @@
+"""One sampler configuration: typed settings per method, checked before anything runs.
+
+Every method has a dataclass of settings, and the same keys are used in
+Python (``sample(..., settings={...})``), in workflow files (a ``sample``
+step's keys) and on the command line (``--set key=value``, ``--config
+FILE.toml``). :func:`make_config` checks a mapping of settings: an unknown or
+misspelt key, a value of the wrong kind or out of range is a
+:class:`ConfigError` naming the key, what is allowed, and where the value
+came from.
+
+Precedence, the same everywhere: a value the user sets wins; otherwise the
+value tuned from the NUTS warm-up (``tuned`` below); otherwise the default.
+Settings that can be tuned default to ``None`` ("not set") in the
+dataclass; :meth:`SamplerConfig.resolve` fills them in and records where each
+value came from.
+"""
+
+from __future__ import annotations
+
+import difflib
+import reprlib
+from dataclasses import MISSING, asdict, dataclass, field, fields
+from typing import Any, ClassVar
+
+from stanaccel.observations import Observations
+
+INNER_KERNELS = ("mh", "hmc")
+
+
+class ConfigError(ValueError):
+    """A sampler setting is unknown, of the wrong kind, out of range, or missing."""
+
+
+def setting(
+    default: Any = None,
+    *,
+    doc: str,
+    kind: str,
+    tuned: str | None = None,
+    fallback: Any = None,
+    choices: tuple | None = None,
+    low: float | None = None,
+    high: float | None = None,
+    low_open: bool = False,
+    high_open: bool = False,
+):
+    """A dataclass field with what :func:`make_config` checks and the README table shows.
+
+    Parameters
+    ----------
+    default : value
+        The dataclass default; ``None`` for a setting tuned from the warm-up.
+    doc : str
+        What the setting means.
+    kind : str
+        "int", "number", "bool", "str", "approximation", "approximations", "observations", "numbers".
+    tuned : str, optional
+        How the value is tuned when the user does not set it.
+    fallback : value, optional
+        The default used when the setting is neither set nor tuned.
+    choices : tuple, optional
+        Allowed values of a string.
+    low, high : float, optional
+        Bounds of a number (closed unless ``low_open`` / ``high_open``).
+    """
+    meta = {
+        "doc": doc,
+        "kind": kind,
+        "tuned": tuned,
+        "fallback": fallback,
+        "choices": choices,
+        "low": low,
+        "high": high,
+        "low_open": low_open,
+        "high_open": high_open,
+    }
+    return field(default=default, metadata=meta)
+
+
+PRIOR_SD_DOC = (
+    "the sd of a zero-mean Gaussian prior on the unconstrained parameters, used as pCN's reference "
+    "(default: a Gaussian fitted to the warm-up draws)"
+)
+TUNE_DOC = "iterations tuning the pCN or latent step before sampling (their time is charged)"
+APPROXIMATION_KINDS = ("subset", "fitc", "sor", "program")
+
+
+@dataclass(frozen=True)
+class Approximation:
+    """A cheap approximation pi* of the posterior, for ``dc`` and ``tt-approx``.
+
+    Attributes
+    ----------
+    kind : str
+        "subset": the same program on m observations drawn at random (needs
+        ``observations``), its likelihood scaled by N/m when ``scale``;
+        "program": a second Stan program (``program``) with the same
+        parameters, on ``data`` (default: the posterior's data);
+        "fitc", "sor": the bundled low-rank approximations of ``gp_ard``.
+    m : int
+        Subset size or number of inducing inputs.
+    scale : bool
+        Subsets: multiply the subset's likelihood by N/m (the program's ``beta``).
+    inducing : str
+        Low rank: "landmarks" or "kmeans".
+    program, data : str
+        kind "program": a ``.stan`` file and a Stan JSON data file.
+    """
+
+    kind: str = "subset"
+    m: int | None = None
+    scale: bool = True
+    inducing: str = "landmarks"
+    program: str | None = None
+    data: str | None = None
+
+    @classmethod
+    def parse(cls, value: Any, where: str = "approx") -> Approximation:
+        if isinstance(value, Approximation):
+            return value
+        if not isinstance(value, dict):
+            raise ConfigError(
+                f"{where} = {reprlib.repr(value)}: expected a table such as "
+                '{ kind = "subset", m = 100 } or { program = "approx.stan" }'
+            )
+        value = dict(value)
+        if "program" in value:
+            value.setdefault("kind", "program")
+        allowed = [f.name for f in fields(cls)]
+        for key in value:
+            if key not in allowed:
+                raise ConfigError(
+                    f"{where}: unknown key {key!r}; allowed: {', '.join(allowed)}{_hint(key, allowed)}"
+                )
+        approx = cls(**value)
+        if approx.kind not in APPROXIMATION_KINDS:
+            raise ConfigError(
+                f"{where}.kind = {approx.kind!r}: expected one of {', '.join(APPROXIMATION_KINDS)}"
+            )
+        if approx.kind == "program" and not approx.program:
+            raise ConfigError(f"{where}: kind 'program' needs program = \"approx.stan\"")
+        if approx.kind != "program" and (not isinstance(approx.m, int) or approx.m < 1):
+            raise ConfigError(f"{where}.m = {approx.m!r}: kind {approx.kind!r} needs a positive integer m")
+        if approx.inducing not in ("landmarks", "kmeans"):
+            raise ConfigError(f"{where}.inducing = {approx.inducing!r}: expected 'landmarks' or 'kmeans'")
+        if not isinstance(approx.scale, bool):
+            raise ConfigError(f"{where}.scale = {approx.scale!r}: expected true or false")
+        return approx
+
+    @property
+    def label(self) -> str:
+        if self.kind == "program":
+            return f"program {self.program}" + (f" on {self.data}" if self.data else "")
+        return f"{self.kind} m={self.m}"
+
+
+@dataclass(frozen=True)
+class SamplerConfig:
+    """Settings every method shares. Subclasses add their own; see :data:`METHODS`."""
+
+    method: ClassVar[str] = ""
+    approximate: ClassVar[bool] = False
+    """True for a method that never leaves pi exactly invariant."""
+    needs: ClassVar[tuple[str, ...]] = ()
+    """What the program must provide: "beta" (power tempering), "observations" (subsampling)."""
+
+    chains: int = setting(4, doc="number of chains", kind="int", low=1)
+    draws: int = setting(1000, doc="draws per chain", kind="int", low=1)
+    warmup: int = setting(1000, doc="iterations of Stan's NUTS warm-up per chain", kind="int", low=0)
+
+    @property
+    def is_exact(self) -> bool:
+        """Whether the sampler leaves the posterior exactly invariant."""
+        return not self.approximate and bool(getattr(self, "exact", True))
+
+    def user_keys(self) -> frozenset[str]:
+        return getattr(self, "_user_keys", frozenset())
+
+    def replace(self, **values: Any) -> SamplerConfig:
+        """A copy with ``values`` changed, as defaults (not as the user's settings)."""
+        from dataclasses import replace
+
+        copy = replace(self, **values)
+        object.__setattr__(copy, "_user_keys", self.user_keys())
+        return copy
+
+    def resolve(self, tuned: dict[str, Any]) -> tuple[SamplerConfig, dict[str, str]]:
+        """Fill unset settings: the user's value, else the tuned one, else the default.
+
+        Returns the resolved config and, per key, where its value came from
+        ("user", "tuned" or "default").
+        """
+        values, sources = {}, {}
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if f.name in self.user_keys():
+                values[f.name], sources[f.name] = value, "user"
+            elif value is None and f.metadata.get("tuned") and tuned.get(f.name) is not None:
+                values[f.name], sources[f.name] = tuned[f.name], "tuned"
+            elif value is None and f.metadata.get("fallback") is not None:
+                values[f.name], sources[f.name] = f.metadata["fallback"], "default"
+            else:
+                values[f.name], sources[f.name] = value, "default"
+        resolved = type(self)(**values)
+        object.__setattr__(resolved, "_user_keys", self.user_keys())
+        return resolved, sources
+
+    def as_dict(self) -> dict[str, Any]:
+        """The settings as plain values (for attributes, JSON and TOML)."""
+        out = {"method": self.method}
+        for key, value in asdict(self).items():
+            out[key] = value
+        return out
+
+
+@dataclass(frozen=True)
+class NutsConfig(SamplerConfig):
+    """Stan's NUTS itself: warm-up, then ``draws`` draws."""
+
+    method: ClassVar[str] = "nuts"
+    metric: str = setting("diag", doc="metric adapted in warm-up", kind="str", choices=("diag", "dense"))
+    delta: float = setting(
+        0.8,
+        doc="target acceptance of step-size adaptation",
+        kind="number",
+        low=0,
+        high=1,
+        low_open=True,
+        high_open=True,
+    )
+    max_depth: int = setting(10, doc="largest tree depth", kind="int", low=1)
+
+
+@dataclass(frozen=True)
+class _Precondition(SamplerConfig):
+    precondition: bool = setting(
+        True, doc="use the warm-up's metric (MH covariance, HMC inverse metric)", kind="bool"
+    )
+
+
+@dataclass(frozen=True)
+class _MHMove(_Precondition):
+    scale: float | None = setting(
+        doc="MH proposal scale relative to the warm-up's covariance",
+        kind="number",
+        low=0,
+        low_open=True,
+        tuned="2.38 / sqrt(dim)",
+        fallback=0.1,
+    )
+
+
+@dataclass(frozen=True)
+class _HMCStep(_Precondition):
+    step_size: float | None = setting(
+        doc="HMC leapfrog step size in the original space",
+        kind="number",
+        low=0,
+        low_open=True,
+        tuned="NUTS warm-up's adapted step size (median)",
+        fallback=0.1,
+    )
+
+
+@dataclass(frozen=True)
+class _HMCMove(_HMCStep):
+    n_steps: int = setting(10, doc="HMC leapfrog steps per move", kind="int", low=1)
+
+
+@dataclass(frozen=True)
+class _Inner(_MHMove, _HMCMove):
+    """Settings of both full-space moves, for methods whose ``inner`` kernel is MH or HMC."""
+
+
+@dataclass(frozen=True)
+class MHConfig(_MHMove):
+    """Random-walk Metropolis on the posterior."""
+
+    method: ClassVar[str] = "mh"
+
+
+@dataclass(frozen=True)
+class HMCConfig(_HMCMove):
+    """HMC with a fixed step size and number of steps on the posterior."""
+
+    method: ClassVar[str] = "hmc"
+
+
+@dataclass(frozen=True)
+class PCNConfig(SamplerConfig):
+    """pCN with a Gaussian reference (fitted to the warm-up, or a prior): exact, pi / reference accepts."""
+
+    prior_sd: float | None = setting(doc=PRIOR_SD_DOC, kind="number", low=0, low_open=True)
+
+    method: ClassVar[str] = "pcn"
+    pcn_step: float | None = setting(
+        doc="pCN step h (rho = (1 - h/4) / (1 + h/4))",
+        kind="number",
+        low=0,
+        high=4,
+        low_open=True,
+        high_open=True,
+        tuned="Robbins-Monro for acceptance 0.25 over `tune` iterations",
+        fallback=0.5,
+    )
+    tune: int = setting(100, doc=TUNE_DOC, kind="int", low=0)
+
+
+@dataclass(frozen=True)
+class _Tempering(_Inner):
+    inner: str = setting("hmc", doc="inner kernel at each level", kind="str", choices=INNER_KERNELS)
+    inner_steps: int = setting(1, doc="inner transitions per level (and direction, TT)", kind="int", low=1)
+    levels: int = setting(6, doc="levels above the target (geometric ladder)", kind="int", low=1)
+    beta_min: float = setting(
+        0.125,
+        doc="smallest beta of the geometric ladder",
+        kind="number",
+        low=0,
+        high=1,
+        low_open=True,
+        high_open=True,
+    )
+    betas: list | None = setting(
+        doc="explicit ladder (1 = beta_0 > beta_1 > ...), instead of levels", kind="numbers"
+    )
+    temperature_scaling: str = setting(
+        "both",
+        doc="which inner moves widen with beta_m^(-1/2) at level m: "
+        "MH's scale and HMC's step, MH's only (the tempering paper's), "
+        "or none",
+        kind="str",
+        choices=("both", "mh", "none"),
+    )
+
+
+@dataclass(frozen=True)
+class PTConfig(_Tempering):
+    """Parallel tempering over powers of the likelihood."""
+
+    method: ClassVar[str] = "pt"
+    needs: ClassVar[tuple[str, ...]] = ("beta",)
+    swap: str = setting("even_odd", doc="swap scheme", kind="str", choices=("even_odd", "random"))
+
+
+@dataclass(frozen=True)
+class TTConfig(_Tempering):
+    """Tempered transitions over powers of the likelihood, cycled with one inner step at the target."""
+
+    method: ClassVar[str] = "tt"
+    needs: ClassVar[tuple[str, ...]] = ("beta",)
+
+
+@dataclass(frozen=True)
+class SPTConfig(PTConfig):
+    """Parallel tempering by subsampling: level m is the posterior of a nested subset of the data."""
+
+    method: ClassVar[str] = "spt"
+    needs: ClassVar[tuple[str, ...]] = ("observations",)
+    observations: Observations | None = setting(doc="which data are per observation", kind="observations")
+
+
+@dataclass(frozen=True)
+class STTConfig(TTConfig):
+    """Tempered transitions by subsampling."""
+
+    method: ClassVar[str] = "stt"
+    needs: ClassVar[tuple[str, ...]] = ("observations",)
+    observations: Observations | None = setting(doc="which data are per observation", kind="observations")
+
+
+@dataclass(frozen=True)
+class _WithApproximations(_Inner):
+    inner: str = setting(
+        "mh", doc="kernel that moves on the approximation", kind="str", choices=INNER_KERNELS
+    )
+    inner_steps: int = setting(1, doc="inner transitions per move (k)", kind="int", low=1)
+    observations: Observations | None = setting(
+        doc="which data are per observation (subset approximations)", kind="observations"
+    )
+
+
+@dataclass(frozen=True)
+class DCConfig(_WithApproximations):
+    """The discretizing chain: moves on pi*, marks accepted on pi, exact evaluations cached."""
+
+    method: ClassVar[str] = "dc"
+    needs: ClassVar[tuple[str, ...]] = ("approx",)
+    approx: Approximation | None = setting(doc="the approximation pi*", kind="approximation")
+    moves: int = setting(1, doc="mark moves per iteration (r)", kind="int", low=1)
+    jump: int = setting(1, doc="steps of the inner chain per jump (s)", kind="int", low=1)
+
+
+@dataclass(frozen=True)
+class TTApproxConfig(_WithApproximations):
+    """Tempered transitions over a ladder of ever cheaper approximations."""
+
+    method: ClassVar[str] = "tt-approx"
+    needs: ClassVar[tuple[str, ...]] = ("ladder",)
+    ladder: list | None = setting(doc="approximations pi_1, pi_2, ... (ever cheaper)", kind="approximations")
+
+
+@dataclass(frozen=True)
+class _Autoencoder(SamplerConfig):
+    latent_dim: int | None = setting(doc="latent dimension", kind="int", low=1, tuned="about dim / 10")
+    architecture: str = setting("linear", doc="autoencoder", kind="str", choices=("linear", "tanh"))
+    epochs: int = setting(1000, doc="largest number of training epochs (early stopping)", kind="int", low=1)
+    train_from: float = setting(
+        0.5,
+        doc="train on the warm-up draws after this fraction",
+        kind="number",
+        low=0,
+        high=1,
+        high_open=True,
+    )
+
+
+@dataclass(frozen=True)
+class _Latent(_Autoencoder, _HMCStep):
+    tune: int = setting(100, doc=TUNE_DOC, kind="int", low=0)
+    exact: bool = setting(
+        True, doc="leave pi exactly invariant (false: the published, approximate method)", kind="bool"
+    )
+    complement_steps: int = setting(
+        3,
+        doc="exact mode: leapfrog steps of the full-space HMC move after each latent move",
+        kind="int",
+        low=1,
+    )
+
+
+@dataclass(frozen=True)
+class AEHMCConfig(_Latent):
+    """HMC in an autoencoder's latent space, accepted in the original space."""
+
+    method: ClassVar[str] = "ae-hmc"
+    latent_step_size: float | None = setting(
+        doc="leapfrog step in the latent space",
+        kind="number",
+        low=0,
+        low_open=True,
+        tuned="Robbins-Monro for acceptance 0.75",
+        fallback=0.1,
+    )
+    latent_n_steps: int = setting(10, doc="leapfrog steps in the latent space", kind="int", low=1)
+    encoded_momentum: bool = setting(
+        False, doc="approximate mode: the paper's literal momentum p_h = E p_v", kind="bool"
+    )
+    latent_program: str | None = setting(
+        doc="approximate mode: a latent Stan program for the gradients "
+        "(the paper's route; default: the chain rule through the decoder)",
+        kind="str",
+    )
+
+
+@dataclass(frozen=True)
+class AEPCNConfig(_Latent):
+    """pCN in an autoencoder's latent space, accepted in the original space."""
+
+    method: ClassVar[str] = "ae-pcn"
+    prior_sd: float | None = setting(doc=PRIOR_SD_DOC, kind="number", low=0, low_open=True)
+    pcn_step: float | None = setting(
+        doc="pCN step h in the latent space",
+        kind="number",
+        low=0,
+        high=4,
+        low_open=True,
+        high_open=True,
+        tuned="Robbins-Monro for acceptance 0.3",
+        fallback=0.5,
+    )
+
+
+@dataclass(frozen=True)
+class LatentNutsConfig(_Autoencoder):
+    """Stan's NUTS on a latent Stan program, its draws decoded (the Deep MCMC pipeline; approximate)."""
+
+    method: ClassVar[str] = "latent-nuts"
+    approximate: ClassVar[bool] = True
+    needs: ClassVar[tuple[str, ...]] = ("latent_program",)
+    latent_program: str | None = setting(doc="Stan program of log pi(decode(z)) (see the README)", kind="str")
+
+
+METHODS: dict[str, type[SamplerConfig]] = {
+    c.method: c
+    for c in (
+        NutsConfig,
+        MHConfig,
+        HMCConfig,
+        PCNConfig,
+        PTConfig,
+        TTConfig,
+        SPTConfig,
+        STTConfig,
+        DCConfig,
+        TTApproxConfig,
+        AEHMCConfig,
+        AEPCNConfig,
+        LatentNutsConfig,
+    )
+}
+
+
+def keys(method: str) -> list[str]:
+    """The settings ``method`` takes."""
+    return [f.name for f in fields(config_class(method))]
+
+
+def config_class(method: str, where: str = "method") -> type[SamplerConfig]:
+    if method not in METHODS:
+        raise ConfigError(
+            f"{where} = {method!r}: unknown method; expected one of {', '.join(METHODS)}"
+            + _hint(method, METHODS)
+        )
+    return METHODS[method]
+
+
+def make_config(
+    method: str, settings: dict[str, Any] | None = None, sources: dict[str, str] | str = "settings"
+) -> SamplerConfig:
+    """Check ``settings`` for ``method`` and return its typed config.
+
+    Parameters
+    ----------
+    method : str
+        One of :data:`METHODS`.
+    settings : dict
+        Keys of the method's config; ``None`` values are left unset.
+    sources : dict or str
+        Where each key came from (a file, ``--set``, ``settings=``), for the
+        messages; one string for all.
+
+    Raises
+    ------
+    ConfigError
+        An unknown key (with the allowed ones and a suggestion), a value of
+        the wrong kind or out of range (with what is allowed).
+    """
+    cls = config_class(method)
+    settings = {k: v for k, v in (settings or {}).items() if v is not None and k != "method"}
+    known = {f.name: f for f in fields(cls)}
+
+    def source(key: str) -> str:
+        return sources if isinstance(sources, str) else sources.get(key, "settings")
+
+    values = {}
+    for key, value in settings.items():
+        if key not in known:
+            raise ConfigError(
+                f"{source(key)}: unknown setting {key!r} for method {method!r}; allowed: "
+                f"{', '.join(known)}{_hint(key, known)}"
+            )
+        values[key] = _check(key, value, known[key].metadata, f"{source(key)}: ")
+    config = cls(**values)
+    object.__setattr__(config, "_user_keys", frozenset(values))
+    return config
+
+
+def check_setting(method: str, key: str, value: Any, shown: str | None = None) -> Any:
+    """One setting of ``method``, checked (for the workflow file checker); raises :class:`ConfigError`.
+
+    ``shown`` is the setting's name in messages (a path such as ``samplers[1].approx``).
+    """
+    known = {f.name: f for f in fields(config_class(method))}
+    if key not in known:
+        raise ConfigError(f"unknown setting {key!r} for method {method!r}; allowed: {', '.join(known)}")
+    return _check(shown or key, value, known[key].metadata, "")
+
+
+def _check(key: str, value: Any, meta: dict, prefix: str) -> Any:
+    """The value, checked (and converted: lists to tuples, tables to Observations) for its key."""
+    kind = meta["kind"]
+    shown = f"{prefix}{key} = {reprlib.repr(value)}"
+    if kind == "int":
+        if not isinstance(value, int) or isinstance(value, bool):
+            raise ConfigError(f"{shown}: expected an integer")
+    elif kind == "number":
+        if not isinstance(value, int | float) or isinstance(value, bool):
+            raise ConfigError(f"{shown}: expected a number")
+        value = float(value)
+    elif kind == "bool":
+        if not isinstance(value, bool):
+            raise ConfigError(f"{shown}: expected true or false")
+    elif kind == "str":
+        if not isinstance(value, str):
+            raise ConfigError(f"{shown}: expected a string")
+        if meta["choices"] and value not in meta["choices"]:
+            raise ConfigError(
+                f"{shown}: expected one of {', '.join(map(repr, meta['choices']))}"
+                + _hint(value, meta["choices"])
+            )
+    elif kind == "numbers":
+        if (
+            not isinstance(value, list | tuple)
+            or not value
+            or not all(isinstance(v, int | float) and not isinstance(v, bool) for v in value)
+        ):
+            raise ConfigError(f"{shown}: expected a list of numbers")
+        value = [float(v) for v in value]
+        if value[0] != 1 or any(b <= 0 or a <= b for a, b in zip(value, value[1:], strict=False)):
+            raise ConfigError(f"{shown}: expected 1 = beta_0 > beta_1 > ... > 0")
+    elif kind == "observations":
+        try:
+            return Observations.parse(value, f"{prefix}{key}")
+        except ValueError as error:
+            raise ConfigError(str(error)) from None
+    elif kind == "approximation":
+        return Approximation.parse(value, f"{prefix}{key}")
+    elif kind == "approximations":
+        if not isinstance(value, list | tuple) or not value:
+            raise ConfigError(f"{shown}: expected a list of approximations")
+        return [Approximation.parse(v, f"{prefix}{key}[{i}]") for i, v in enumerate(value)]
+    low, high = meta.get("low"), meta.get("high")
+    if kind in ("int", "number") and low is not None and (value < low or (meta["low_open"] and value == low)):
+        raise ConfigError(f"{shown}: must be {'above' if meta['low_open'] else 'at least'} {low:g}")
+    if (
+        kind in ("int", "number")
+        and high is not None
+        and (value > high or (meta["high_open"] and value == high))
+    ):
+        raise ConfigError(f"{shown}: must be {'below' if meta['high_open'] else 'at most'} {high:g}")
+    return value
+
+
+def _hint(word: str, allowed) -> str:
+    close = difflib.get_close_matches(str(word), list(allowed), n=1)
+    return f"; did you mean {close[0]!r}?" if close else ""
+
+
+def parse_assignment(text: str) -> tuple[str, Any]:
+    """``key=value`` from the command line; the value is read as TOML (a number, true, a list, a table).
+
+    A value that is not TOML is a string, so ``--set inner=mh`` works without quotes.
+    """
+    import tomllib
+
+    key, sep, raw = text.partition("=")
+    key = key.strip()
+    if not sep or not key:
+        raise ConfigError(f"--set {text!r}: expected key=value, such as --set n_steps=20")
+    try:
+        value = tomllib.loads(f"v = {raw.strip()}")["v"]
+    except tomllib.TOMLDecodeError:
+        value = raw.strip()
+    return key, value
+
+
+def table_rows() -> list[dict[str, str]]:
+    """Every setting of every method: for the README's table and ``stanaccel sample --help``."""
+    rows: dict[str, dict[str, Any]] = {}
+    for method, cls in METHODS.items():
+        for f in fields(cls):
+            meta = f.metadata
+            default = meta.get("fallback") if f.default is None else f.default
+            if f.default is MISSING:
+                default = ""
+            row = rows.setdefault(
+                f.name,
+                {
+                    "key": f.name,
+                    "methods": [],
+                    "doc": meta["doc"],
+                    "tuned": meta.get("tuned") or "",
+                    "default": default,
+                },
+            )
+            row["methods"].append(method)
+    return list(rows.values())

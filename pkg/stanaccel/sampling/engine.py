@@ -1,0 +1,612 @@
+"""``sample``: any stanaccel sampler on any Stan program, from Stan's NUTS warm-up to the draws.
+
+One run, as ``stanaccel sample`` and the ``sample`` workflow step make it:
+
+1. check the settings (:func:`~stanaccel.sampling.config.make_config`) and
+   what the method needs of the program (:mod:`stanaccel.sampling.program`),
+   before anything is compiled or run where possible;
+2. run Stan's NUTS warm-up (or take an earlier one: a ``WarmupState``, a
+   netCDF file written by stanaccel, or CmdStan CSV files);
+3. tune the kernel from it: step size, metric, MH scale, start points; train
+   the autoencoder for the latent methods; tune latent and pCN steps;
+4. run the chains, and return a :class:`SampleResult`, whose time charges
+   the warm-up, pilot, training and tuning.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from stanaccel.approx import KeepConstants
+from stanaccel.kernels import KernelRun, run_chains
+from stanaccel.programs import program_path
+from stanaccel.results import Result
+from stanaccel.sampling.build import KernelFactory, Tuning
+from stanaccel.sampling.config import SamplerConfig, make_config
+from stanaccel.sampling.program import (
+    Program,
+    check_beta_used,
+    check_program,
+    describe_approximation,
+    prepare_data,
+)
+from stanaccel.seeds import spawn_seeds
+from stanaccel.stan import CompiledProgram, StanModel, compile_program
+from stanaccel.stan.nuts import NutsFit, WarmupState, sample_nuts
+
+SEEDS = ("nuts", "chains", "tuning", "autoencoder", "subsets", "pilot")
+LATENT = ("ae-hmc", "ae-pcn", "latent-nuts")
+NEEDS_DRAWS = ("pcn", *LATENT)
+
+
+def warmup_share(fit: NutsFit) -> float:
+    """The warm-up's share of a NUTS run's time, estimated by its share of the gradient evaluations."""
+    return float(fit.warmup_sample_stats["n_steps"].sum() / max(fit.gradient_evaluations, 1))
+
+
+def method_label(config: SamplerConfig) -> str:
+    """A short name of the sampler for tables and messages, such as "TT (HMC)" or "AE-pCN (exact)"."""
+    method = config.method
+    inner = getattr(config, "inner", "").upper()
+    if method == "nuts":
+        return "Stan NUTS"
+    if method in ("mh", "hmc"):
+        return method.upper()
+    if method == "pcn":
+        return "pCN"
+    if method in ("pt", "tt", "spt", "stt", "dc"):
+        return f"{method.upper()} ({inner})"
+    if method == "tt-approx":
+        return f"TT over approximations ({inner})"
+    if method == "latent-nuts":
+        return "NUTS in the latent space (approximate)"
+    name = {"ae-hmc": "AE-HMC", "ae-pcn": "AE-pCN"}[method]
+    return f"{name} ({'exact' if config.is_exact else 'approximate'})"
+
+
+@dataclass
+class SampleResult(Result):
+    """The outcome of :func:`sample`: draws, the settings used, and the time charged to them.
+
+    Attributes
+    ----------
+    config : SamplerConfig
+        The settings used, every tuned value filled in.
+    sources : dict
+        Per setting, where its value came from: "user", "tuned" or "default".
+    run : NutsFit or KernelRun
+        The sampling run.
+    program : str
+        The program's name.
+    seed : int
+    charged_seconds : dict
+        Time spent before sampling and charged to it: "warmup", "pilot", "training", "tuning".
+    reports : dict
+        Method-specific records: "approximations" (cost and spread), "autoencoder"
+        (training and reconstruction), "summaries" (each chain's kernel summary).
+    """
+
+    config: SamplerConfig
+    sources: dict[str, str]
+    run: NutsFit | KernelRun
+    program: str
+    seed: int
+    charged_seconds: dict[str, float] = field(default_factory=dict)
+    reports: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def method(self) -> str:
+        return self.config.method
+
+    @property
+    def exact(self) -> bool:
+        return self.config.is_exact
+
+    @property
+    def interrupted(self) -> bool:
+        return bool(self.run.interrupted)
+
+    @property
+    def evaluations(self) -> int:
+        """Density and gradient evaluations of the sampling run (NUTS: gradients, warm-up included)."""
+        if isinstance(self.run, NutsFit):
+            return int(self.run.gradient_evaluations)
+        return int(np.sum(self.run.evaluations))
+
+    @property
+    def acceptance(self) -> float:
+        """The mean acceptance probability of the kept draws' steps."""
+        run = self.run
+        values = (
+            run.sample_stats["acceptance_rate"] if isinstance(run, NutsFit) else run.acceptance_probability
+        )
+        return float(np.mean(values)) if np.size(values) else float("nan")
+
+    @property
+    def num_draws(self) -> int:
+        """Draws per chain kept (fewer than asked for after Ctrl-C)."""
+        run = self.run
+        return run.num_draws if isinstance(run, NutsFit) else run.positions.shape[1]
+
+    @property
+    def iterations(self) -> int:
+        """Iterations of all chains (NUTS and latent NUTS: warm-up included, as their evaluations are)."""
+        run = self.run
+        if isinstance(run, NutsFit):
+            return run.chains * (run.warmup_unconstrained.shape[1] + run.num_draws)
+        return self.reports.get("iterations", int(np.prod(run.positions.shape[:2])))
+
+    @property
+    def sampling_seconds(self) -> float:
+        """The sampling run's time; for Stan NUTS without its warm-up's share."""
+        if self.method == "nuts":
+            return self.run.wall_seconds * (1 - warmup_share(self.run))
+        return self.run.wall_seconds
+
+    @property
+    def wall_seconds(self) -> float:
+        """The time of the whole run: sampling plus everything charged to it."""
+        return self.run.wall_seconds + sum(self.charged_seconds.values())
+
+    def inference_groups(self) -> dict[str, Any]:
+        groups = self.run.inference_groups()
+        groups["attrs"] = {
+            **groups.get("attrs", {}),
+            "method": self.method,
+            "sampler": method_label(self.config),
+            "exact": self.exact,
+            "invariance": "exact" if self.exact else "approximate: does not leave the posterior invariant",
+            "program": self.program,
+            "seed": self.seed,
+            "settings": json.dumps(_jsonable(self.config.as_dict())),
+            "setting_sources": json.dumps(self.sources),
+            "charged_seconds": json.dumps(self.charged_seconds),
+            "wall_seconds": self.wall_seconds,
+        }
+        return groups
+
+    def _metrics_arguments(self) -> dict[str, Any]:
+        return {
+            "wall_seconds": self.wall_seconds,
+            "sampling_seconds": self.sampling_seconds,
+            "gradient_evaluations": self.evaluations,
+        }
+
+    def metrics(self) -> dict[str, Any]:
+        """ESS (bulk, tail), R-hat, wall time, evaluations, ESS per second with and without the charges."""
+        metrics = super().metrics()
+        metrics["evaluations"] = metrics.pop("gradient_evaluations")
+        metrics["ess_per_1000_evaluations"] = metrics.pop("ess_per_1000_gradients")
+        return {
+            "method": self.method,
+            "sampler": method_label(self.config),
+            "exact": self.exact,
+            "program": self.program,
+            "seed": self.seed,
+            **metrics,
+            "charged_seconds": dict(self.charged_seconds),
+            "acceptance": self.acceptance,
+            "interrupted": self.interrupted,
+            "settings": _jsonable(self.config.as_dict()),
+            "setting_sources": dict(self.sources),
+        }
+
+
+def _program_file(program: str | Path | CompiledProgram | StanModel):
+    """A ``.stan`` path for a bundled program's name; anything else as it is."""
+    if isinstance(program, StanModel | CompiledProgram):
+        return program
+    path = Path(program)
+    return path if path.suffix == ".stan" or path.exists() else program_path(str(program))
+
+
+def load_program(program: str | Path | CompiledProgram | StanModel) -> CompiledProgram:
+    """The compiled program of a ``.stan`` path, a bundled name, a CompiledProgram or a StanModel."""
+    program = _program_file(program)
+    if isinstance(program, StanModel):
+        return program.program
+    if isinstance(program, CompiledProgram):
+        return program
+    return compile_program(Path(program))
+
+
+def sample(
+    program: str | Path | CompiledProgram | StanModel,
+    data: dict[str, Any] | str | Path | None = None,
+    method: str = "nuts",
+    settings: dict[str, Any] | None = None,
+    *,
+    seed: int = 1,
+    warmup_from: WarmupState | str | Path | list | None = None,
+    progress: bool = True,
+    sources: dict[str, str] | str = "settings",
+    log: Callable[[str], None] | None = None,
+) -> SampleResult:
+    """Sample a Stan program's posterior with any stanaccel method.
+
+    Parameters
+    ----------
+    program : path, name, CompiledProgram or StanModel
+        A ``.stan`` file, a bundled program's name, or a compiled program.
+    data : dict, path or None
+        The Stan data (a dict or a Stan JSON file). A program that declares
+        ``beta`` gets ``beta = 1`` unless the data set it.
+    method : str
+        One of ``stanaccel.sampling.METHODS``.
+    settings : dict
+        The method's settings (``stanaccel.sampling.keys(method)``); a value
+        set here wins over one tuned from the warm-up, which wins over the default.
+    seed : int
+        Every random choice of the run derives from it (``numpy.random.SeedSequence``).
+    warmup_from : WarmupState, netCDF path, CmdStan CSV path(s), optional
+        Use an earlier warm-up instead of running one.
+    sources : dict or str
+        Where the settings came from, for error messages.
+    log : callable, optional
+        Receives progress lines (``print`` on the command line).
+
+    Raises
+    ------
+    ConfigError
+        A setting is unknown, of the wrong kind or out of range.
+    ProgramConventionError
+        The method needs something the program lacks (``beta``, observations,
+        an approximation with the same parameters).
+    KeyboardInterrupt
+        Ctrl-C during the warm-up (there are no draws to keep yet); during
+        sampling the result keeps the draws made so far (``interrupted``).
+    """
+    say = log or (lambda line: None)
+    config = make_config(method, settings, sources)
+    if isinstance(program, StanModel) and data is None:
+        data = json.loads(program.data_json)
+    source = Program.of(_program_file(program))
+    data = prepare_data(source, data)
+    check_program(config, source, data)
+    model = StanModel(load_program(program), data)
+    name = source.name
+    seeds = spawn_seeds(seed, SEEDS)
+    if method == "nuts":
+        return _nuts(config, model, name, seed, seeds, warmup_from, progress, say)
+
+    charged: dict[str, float] = {}
+    tuning = warm_up(model, config, seeds, warmup_from, progress, say, charged)
+    if warmup_from is not None and "chains" not in config.user_keys():
+        config = config.replace(chains=len(tuning.starts))  # one chain per warm-up chain
+    if "beta" in config.needs:
+        check_beta_used(model, data, tuning.starts[0])
+    return run_sampler(
+        config, model, data, tuning, seed=seed, seeds=seeds, charged=charged, say=say, progress=progress
+    )
+
+
+@dataclass
+class Trained:
+    """An autoencoder trained once and shared by several latent samplers (a study's)."""
+
+    maps: Any
+    seconds: float
+    report: dict[str, Any]
+    autoencoder: Any = None
+
+
+def run_sampler(
+    config: SamplerConfig,
+    model: StanModel,
+    data: dict[str, Any],
+    tuning: Tuning,
+    *,
+    seed: int,
+    seeds: dict[str, int] | None = None,
+    charged: dict[str, float] | None = None,
+    trained: Trained | None = None,
+    describe: bool = True,
+    say: Callable[[str], None] | None = None,
+    progress: bool = False,
+) -> SampleResult:
+    """Run one sampler from a warm-up's tuning: what :func:`sample` does after the warm-up.
+
+    Studies call it once per sampler with one shared warm-up (or pilot), so
+    every sampler of a study is built, tuned and charged the same way.
+
+    Parameters
+    ----------
+    config : SamplerConfig
+        The user's settings (:func:`make_config`); tuned values fill the rest.
+    tuning : Tuning
+        Step size, metric, start points and draws from a warm-up; its
+        ``seconds`` are charged unless ``charged`` says otherwise.
+    seed : int
+        Recorded in the result; ``seeds`` (default: spawned from it) seed the parts.
+    charged : dict, optional
+        Seconds already charged (default: the tuning's, as "warmup").
+    trained : Trained, optional
+        A trained autoencoder to use (its training time is charged) instead of training one.
+    describe : bool
+        Measure and print each approximation's cost and spread (a study that
+        reports them once for all its samplers turns this off).
+    """
+    say = say or (lambda line: None)
+    seeds = seeds or spawn_seeds(seed, SEEDS)
+    charged = dict(charged) if charged is not None else ({"warmup": tuning.seconds} if tuning.seconds else {})
+    method = config.method
+    tuned = tuning.settings(model.dim)
+    resolved, _ = config.resolve(tuned)
+    reports: dict[str, Any] = {}
+    maps = None
+    if method in LATENT:
+        if trained is None:
+            trained = train(resolved, tuning, seeds["autoencoder"], say)
+        maps, charged["training"], reports["autoencoder"] = trained.maps, trained.seconds, trained.report
+    factory = KernelFactory(resolved, model, data, tuning, seed=seeds["subsets"], maps=maps)
+    if method in ("dc", "tt-approx") and describe:
+        reports["approximations"] = _describe_approximations(factory, tuning, seeds["tuning"], say)
+    name = model.name.removesuffix("_model")
+    if method == "latent-nuts":
+        run = _latent_nuts(resolved, model, data, maps, tuning, seeds, progress, say)
+        reports["iterations"] = resolved.chains * (resolved.warmup + resolved.draws)  # its warm-up counts too
+        return SampleResult(resolved, config.resolve(tuned)[1], run, name, seed, charged, reports)
+    step_key = {"pcn": "pcn_step", "ae-pcn": "pcn_step", "ae-hmc": "latent_step_size"}.get(method)
+    if step_key and step_key not in config.user_keys() and resolved.tune > 0:
+        tuned[step_key] = _tune_step(factory, model, data, tuning, resolved, seeds["tuning"], charged, say)
+    resolved, sources_used = config.resolve(tuned)
+    factory.config = resolved
+    starts = _starts(tuning.starts, resolved.chains)
+    say(f"{method_label(resolved)}: {resolved.chains} chains x {resolved.draws} draws")
+    run = run_chains(
+        factory,
+        starts,
+        resolved.draws,
+        seed=seeds["chains"],
+        constrain=_constrainer(model),
+        name=method_label(resolved),
+    )
+    reports["summaries"] = run.summaries
+    reports["densities"] = factory.densities
+    return SampleResult(resolved, sources_used, run, name, seed, charged, reports)
+
+
+def _nuts(config, model, name, seed, seeds, warmup_from, progress, say) -> SampleResult:
+    resolved, sources = config.resolve({})
+    settings = {
+        "draws": resolved.draws,
+        "seed": seeds["nuts"],
+        "delta": resolved.delta,
+        "max_depth": resolved.max_depth,
+    }
+    if warmup_from is None:
+        settings.update(chains=resolved.chains, warmup=resolved.warmup, metric=resolved.metric)
+        say(f"Stan NUTS on {name}: {resolved.chains} chains x ({resolved.warmup} warm-up + {resolved.draws})")
+    else:
+        warmup_from = read_warmup(warmup_from, model)
+        if "chains" in config.user_keys():
+            settings["chains"] = resolved.chains
+        say(f"Stan NUTS on {name}: {resolved.draws} draws per chain from an earlier warm-up")
+    fit = sample_nuts(model, warmup_from=warmup_from, progress=progress, **settings)
+    return SampleResult(resolved, sources, fit, name, seed)
+
+
+def read_warmup(source: WarmupState | str | Path | list, model: StanModel) -> WarmupState:
+    """A warm-up from a WarmupState, a stanaccel netCDF file, or CmdStan CSV file(s)."""
+    if isinstance(source, WarmupState):
+        return source
+    paths = [Path(p) for p in (source if isinstance(source, list | tuple) else [source])]
+    if all(p.suffix == ".csv" for p in paths):
+        from stanaccel.stan.cmdstan import read_warmup as read_cmdstan
+
+        return read_cmdstan(paths, model)
+    if len(paths) != 1:
+        raise ValueError(f"a warm-up is one netCDF file or CmdStan CSV files, not {source!r}")
+    return WarmupState.from_netcdf(paths[0])
+
+
+def warm_up(model, config, seeds, warmup_from, progress, say, charged) -> Tuning:
+    """Stan's NUTS warm-up (or an earlier one) and what it tunes; its time is added to ``charged``."""
+    train_from = getattr(config, "train_from", 0.5)
+    if warmup_from is None:
+        say(
+            f"Stan NUTS warm-up on {model.name.removesuffix('_model')}: {config.chains} chains x "
+            f"{config.warmup} iterations"
+        )
+        fit = sample_nuts(
+            model, chains=config.chains, warmup=config.warmup, draws=0, seed=seeds["nuts"], progress=progress
+        )
+        if fit.interrupted:
+            raise KeyboardInterrupt
+        charged["warmup"] = fit.wall_seconds
+        state = fit.warmup_state()
+        first = int(train_from * fit.warmup_unconstrained.shape[1])
+        draws = fit.warmup_unconstrained[:, first:]
+    else:
+        state = read_warmup(warmup_from, model)
+        if np.shape(state.positions)[-1] != model.dim:
+            raise ValueError(
+                f"the warm-up has {np.shape(state.positions)[-1]} unconstrained parameters; {model.name} "
+                f"has {model.dim}: is it the same program?"
+            )
+        draws = None
+        if config.method in NEEDS_DRAWS:
+            pilot = max(100, config.warmup // 4)
+            say(f"pilot: Stan NUTS, {pilot} draws per chain from the earlier warm-up (for {config.method})")
+            fit = sample_nuts(model, warmup_from=state, draws=pilot, seed=seeds["pilot"], progress=progress)
+            if fit.interrupted:
+                raise KeyboardInterrupt
+            charged["pilot"] = fit.wall_seconds
+            draws = fit.draws_unconstrained
+            state = WarmupState(state.step_size, state.inv_metric, state.metric, fit.last_unconstrained())
+    metric = np.mean(state.inv_metric, axis=0)
+    flat = None if draws is None else draws.reshape(-1, model.dim)
+    return Tuning(
+        float(np.median(state.step_size)), metric, np.asarray(state.positions), flat, sum(charged.values())
+    )
+
+
+def _starts(starts: np.ndarray, chains: int) -> np.ndarray:
+    """``chains`` start points, reusing the warm-up's in turn when there are fewer."""
+    return starts[np.arange(chains) % len(starts)]
+
+
+def _constrainer(model: StanModel):
+    variables = model.variables()
+
+    def constrain(positions: np.ndarray) -> dict[str, np.ndarray]:
+        if not len(variables) or positions.size == 0:
+            return {"theta_unc": positions} if not len(variables) else {}
+        flat = np.apply_along_axis(model.param_constrain, -1, positions)
+        return model.unflatten(flat)
+
+    return constrain
+
+
+def train(config, tuning: Tuning, seed: int, say=None) -> Trained:
+    """Train the autoencoder of ``config`` (architecture, latent_dim, epochs) on the warm-up draws."""
+    from stanaccel.latent import Autoencoder
+
+    say = say or (lambda line: None)
+    say(f"training the autoencoder ({config.architecture}) on {len(tuning.draws)} warm-up draws")
+    autoencoder = Autoencoder.fit(
+        tuning.draws,
+        latent_dim=config.latent_dim,
+        architecture=config.architecture,
+        epochs=config.epochs,
+        seed=seed,
+    )
+    reconstruction = autoencoder.reconstruction(tuning.draws)
+    report = {
+        "latent_dim": autoencoder.latent_dim,
+        "architecture": autoencoder.architecture,
+        "epochs": autoencoder.report.epochs,
+        "training_seconds": autoencoder.report.seconds,
+        "reconstruction": {k: v for k, v in reconstruction.items() if k != "rmse_per_coordinate"},
+    }
+    say(
+        f"autoencoder: latent dimension {autoencoder.latent_dim}, {autoencoder.report.epochs} epochs in "
+        f"{autoencoder.report.seconds:.1f} s"
+    )
+    return Trained(autoencoder.maps(), autoencoder.report.seconds, report, autoencoder)
+
+
+def _describe_approximations(factory: KernelFactory, tuning: Tuning, seed: int, say) -> list[dict]:
+    """Each approximation's cost and the spread of log pi - log pi* over warm-up draws (warns if wide)."""
+    from stanaccel.sampling.program import approximation
+
+    points = tuning.draws if tuning.draws is not None else tuning.starts
+    points = points[np.random.default_rng(seed).choice(len(points), min(20, len(points)), replace=False)]
+    exact = KeepConstants(factory.posterior())
+    reports = []
+    for spec in factory.approximations():
+        approx = approximation(spec, factory.model, factory.data, factory.config, seed=factory.seed)
+        report = describe_approximation(exact, approx, points, spec.label)
+        say(
+            f"approximation {spec.label}: cost {report['relative_cost']:.3g} of pi, "
+            f"sd of log pi - log pi* {report['log_ratio_sd']:.3g}"
+        )
+        reports.append(report)
+    return reports
+
+
+def _tune_step(factory, model, data, tuning, config, seed, charged, say) -> float:
+    """pCN step h (acceptance 0.25), AE-pCN h (0.3) or AE-HMC latent step (0.75), by Robbins-Monro."""
+    from stanaccel.kernels import PCN
+    from stanaccel.latent import tune_step
+    from stanaccel.sampling.build import ReferenceRatio
+
+    start = time.perf_counter()
+    density = model.with_data(data)
+    if config.method == "pcn":
+        mean, cov = factory.reference()
+        ratio = ReferenceRatio(density, mean, cov)
+        make, target, initial, maximum = (lambda h: PCN(ratio, mean, cov, step=h)), 0.25, config.pcn_step, 3.9
+    elif config.method == "ae-pcn":
+        make = lambda h: factory.latent_kernel(density, h, complement=False)  # noqa: E731
+        target, initial, maximum = 0.3, config.pcn_step, 3.9
+    else:
+        latent = factory.latent_density()
+        make = lambda h: factory.latent_kernel(density, h, complement=False, latent=latent)  # noqa: E731
+        target, initial, maximum = 0.75, config.latent_step_size, 20.0
+    step = tune_step(
+        make,
+        tuning.starts[0],
+        np.random.default_rng(seed),
+        target=target,
+        initial=initial,
+        iterations=config.tune,
+        maximum=maximum,
+    )
+    charged["tuning"] = time.perf_counter() - start
+    say(f"tuned step {step:.3g} in {config.tune} iterations ({charged['tuning']:.1f} s)")
+    return step
+
+
+def _latent_nuts(config, model, data, maps, tuning, seeds, progress, say) -> KernelRun:
+    """Stan's NUTS on the user's latent program (decoder weights as data), its draws decoded."""
+    from stanaccel.latent import decoder_data
+
+    latent = StanModel(compile_program(Path(config.latent_program)), {**data, **decoder_data(maps)})
+    starts = maps.encode(_starts(tuning.starts, config.chains))
+    say(f"Stan NUTS on the latent program: {config.chains} chains x ({config.warmup} + {config.draws})")
+    fit = sample_nuts(
+        latent,
+        chains=config.chains,
+        warmup=config.warmup,
+        draws=config.draws,
+        inits=starts,
+        seed=seeds["chains"],
+        progress=progress,
+    )
+    positions = maps.decode(fit.draws_unconstrained)
+    steps = fit.sample_stats["n_steps"]
+    return KernelRun(
+        positions=positions,
+        accepted=np.ones(steps.shape, dtype=bool),
+        acceptance_probability=fit.sample_stats["acceptance_rate"],
+        divergent=fit.sample_stats["diverging"],
+        failed=np.zeros(steps.shape, dtype=bool),
+        evaluations=steps.sum(axis=1) + fit.warmup_sample_stats["n_steps"].sum(axis=1),
+        failed_proposals=np.zeros(len(steps), dtype=int),
+        chain_seconds=fit.chain_seconds,
+        wall_seconds=fit.wall_seconds,
+        exact=False,
+        sampler="NUTS in the latent space (approximate)",
+        interrupted=fit.interrupted,
+        constrained=_constrainer(model)(positions),
+    )
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _jsonable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_jsonable(v) for v in value]
+    if hasattr(value, "__dataclass_fields__"):
+        return _jsonable(dict(vars(value)))
+    if isinstance(value, np.generic):
+        return value.item()
+    return value
+
+
+def write_result(
+    result: SampleResult, output: str | Path, metrics_path: str | Path | None = None
+) -> tuple[Path, dict[str, Any] | None]:
+    """Write the InferenceData (``output``, netCDF) and, unless interrupted, the metrics (JSON).
+
+    The metrics go to ``metrics_path``, by default ``<output without .nc>.metrics.json``
+    beside the file written. Returns the
+    netCDF file actually written (a rescue file if ``output`` could not be
+    written) and the metrics (None for an interrupted run, too short to measure).
+    """
+    written = result.save(output)
+    if result.interrupted:
+        return written, None
+    metrics = result.metrics()
+    path = Path(written)
+    metrics_path = metrics_path or path.with_name(path.name.removesuffix(".nc") + ".metrics.json")
+    Path(metrics_path).write_text(json.dumps(_jsonable(metrics), indent=2))
+    return written, metrics

@@ -1,0 +1,107 @@
+"""The ``sample`` step: any stanaccel sampler on a program, as ``stanaccel sample`` runs it.
+
+Keys: ``program`` (a bundled name or a ``.stan`` file; default: the data
+step's program), ``data`` (an earlier step or a Stan JSON file), ``method``
+(default ``nuts``), ``warmup_from`` (an earlier ``nuts`` or ``sample`` step,
+a netCDF file, or a CmdStan CSV file), and the method's settings
+(``stanaccel.sampling.keys(method)``), the same keys as ``--set`` on the
+command line. Writes ``posterior.nc`` (InferenceData with the settings used
+and ``exact`` in its attributes), ``metrics.json`` and ``summary.txt``.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from stanaccel.sampling.config import METHODS, ConfigError, check_setting, keys
+from stanaccel.sampling.engine import sample, write_result
+from stanaccel.workflow.context import RunContext
+from stanaccel.workflow.validation import EARLIER_STEP_OR_FILE, STAN_PROGRAM, Table, Where, one_of
+
+STEP_ONLY = ("program", "data", "method", "warmup_from")
+
+
+class Setting:
+    """A sampler setting of a workflow step, checked by the sampler configuration itself."""
+
+    def __init__(self, method: str):
+        self.method = method
+
+    def check(self, value: Any, key: str, where: Where) -> None:
+        name = re.sub(r"\[\d+\]$", "", key.rsplit(".", 1)[-1])  # "samplers[0].sweep.jump[1]" -> "jump"
+        try:
+            check_setting(self.method, name, value, shown=key)
+        except ConfigError as error:
+            raise where.error(str(error)) from None
+
+
+def _schema(step: dict[str, Any]) -> dict[str, Any]:
+    method = step.get("method", "nuts")
+    settings = {key: Setting(method) for key in keys(method)} if method in METHODS else {}
+    return {
+        "program": STAN_PROGRAM,
+        "data": EARLIER_STEP_OR_FILE,
+        "method": one_of(*METHODS),
+        "warmup_from": EARLIER_STEP_OR_FILE,
+        **settings,
+    }
+
+
+SCHEMA = Table(_schema)
+
+
+def sample_step(step: dict[str, Any], context: RunContext, seed: int) -> dict[str, Any]:
+    """Run the sampler and write its InferenceData, metrics and summary."""
+    from stanaccel.workflow.steps import program_file
+
+    data_ref = step.get("data")
+    data, program = None, step.get("program")
+    if isinstance(data_ref, str) and data_ref in context.results:
+        source = context.results[data_ref]
+        data, program = source["data"], program or source.get("program")
+    elif data_ref is not None:
+        data = context.resolve_path(data_ref)
+    if program is None:
+        raise ValueError(
+            f"step {step['name']!r}: no program given (set program, or data from a generate step)"
+        )
+    warmup_from = step.get("warmup_from")
+    if warmup_from in context.results:
+        earlier = context.results[warmup_from]
+        if "fit" not in earlier:
+            raise ValueError(f"step {step['name']!r}: warmup_from = {warmup_from!r} is not a nuts step")
+        warmup_from = earlier["fit"].warmup_state()
+    elif warmup_from is not None:
+        warmup_from = context.resolve_path(warmup_from)
+    settings = {k: v for k, v in step.items() if k not in (*STEP_ONLY, "name", "action", "seed")}
+    where = f"{context.workflow.source or 'workflow'}: step {step['name']!r}"
+    result = sample(
+        program_file(program, context),
+        data,
+        step.get("method", "nuts"),
+        settings,
+        seed=seed,
+        warmup_from=warmup_from,
+        progress=context.progress,
+        sources=where,
+        log=lambda line: print(f"  {line}", flush=True),
+    )
+    folder = context.output / step["name"]
+    folder.mkdir(parents=True, exist_ok=True)
+    written, metrics = write_result(result, folder / "posterior.nc", folder / "metrics.json")
+    if metrics is None:
+        print(f"  interrupted: wrote {written}")
+        return {"result": result, "fit": result.run, "metrics": {"interrupted": True}}
+    table = result.summary().to_string()
+    (folder / "summary.txt").write_text(table + "\n")
+    print(table)
+    print(
+        f"  {metrics['sampler']}: ESS bulk min {metrics['ess_bulk_min']:.0f}, "
+        f"R-hat max {metrics['rhat_max']:.3f}, {metrics['wall_seconds']:.2f} s, "
+        f"{metrics['ess_per_second']:.3g} ESS/s -> {folder}"
+    )
+    out = {"result": result, "metrics": metrics}
+    if result.method == "nuts":
+        out["fit"] = result.run  # a later step's warmup_from
+    return out

@@ -1,0 +1,102 @@
+"""Stan programs written for these tests (none of them bundled), and their exact posteriors."""
+
+import numpy as np
+
+# Linear regression with known noise: a Gaussian posterior known in closed form.
+# `beta` multiplies the likelihood, so the program is temperable.
+REGRESSION = """
+data {
+  int<lower=2> N;
+  vector[N] x;
+  vector[N] y;
+  real<lower=0> sigma;
+  real<lower=0> beta;
+}
+parameters {
+  vector[2] coef;
+}
+model {
+  coef ~ normal(0, 2);
+  target += beta * normal_lpdf(y | coef[1] + coef[2] * x, sigma);
+}
+"""
+
+# The same model written without beta: not temperable.
+NO_BETA = """
+data {
+  int<lower=2> N;
+  vector[N] x;
+  vector[N] y;
+  real<lower=0> sigma;
+}
+parameters {
+  vector[2] coef;
+}
+model {
+  coef ~ normal(0, 2);
+  y ~ normal(coef[1] + coef[2] * x, sigma);
+}
+"""
+
+# Parameters named and shaped differently: no approximation of REGRESSION.
+OTHER_PARAMETERS = """
+data {
+  int<lower=2> N;
+  vector[N] x;
+  vector[N] y;
+  real<lower=0> sigma;
+}
+parameters {
+  real a;
+  real b;
+}
+model {
+  y ~ normal(a + b * x, sigma);
+}
+"""
+
+# REGRESSION on the latent space of a decoder whose weights are data (for latent-nuts).
+REGRESSION_LATENT = """
+data {
+  int<lower=2> N;
+  vector[N] x;
+  vector[N] y;
+  real<lower=0> sigma;
+  real<lower=0> beta;
+  int<lower=1> latent_dim;
+  int<lower=1> hidden;
+  matrix[hidden, latent_dim] W1;
+  vector[hidden] b1;
+  int<lower=0, upper=1> hidden_tanh;
+  matrix[2, hidden] W2;
+  vector[2] b2;
+  vector[2] location;
+  vector<lower=0>[2] scale;
+}
+parameters {
+  vector[latent_dim] z;
+}
+model {
+  vector[hidden] h = W1 * z + b1;
+  if (hidden_tanh) {
+    h = tanh(h);
+  }
+  vector[2] coef = location + scale .* (W2 * h + b2);
+  coef ~ normal(0, 2);
+  target += beta * normal_lpdf(y | coef[1] + coef[2] * x, sigma);
+}
+"""
+
+
+def regression_data(n: int = 40, seed: int = 0) -> dict:
+    rng = np.random.default_rng(seed)
+    x = rng.normal(size=n)
+    return {"N": n, "x": x, "y": 1 + 0.5 * x + rng.normal(size=n), "sigma": 1.0}
+
+
+def regression_posterior(data: dict) -> tuple[np.ndarray, np.ndarray]:
+    """Mean and sd of coef: prior N(0, 4 I), likelihood N(X coef, sigma^2 I)."""
+    X = np.column_stack([np.ones(data["N"]), data["x"]])
+    precision = np.eye(2) / 4 + X.T @ X / data["sigma"] ** 2
+    cov = np.linalg.inv(precision)
+    return cov @ X.T @ data["y"] / data["sigma"] ** 2, np.sqrt(np.diag(cov))

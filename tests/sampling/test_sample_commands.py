@@ -1,0 +1,106 @@
+"""``stanaccel sample`` and the workflow ``sample`` step on a program of the user's own."""
+
+import json
+
+import arviz as az
+
+from stanaccel.cli import main
+from stanaccel.stan import write_data
+from stanaccel.workflow import run_workflow
+from tests.sampling.programs import REGRESSION, regression_data
+
+
+def test_cli_sample_with_config_file_and_set(tmp_path, capsys):
+    (tmp_path / "regression.stan").write_text(REGRESSION)
+    write_data(tmp_path / "data.json", regression_data())
+    (tmp_path / "tt.toml").write_text('method = "tt"\ninner = "hmc"\nlevels = 3\nn_steps = 7\n')
+    out = tmp_path / "fit.nc"
+    code = main(
+        [
+            "sample",
+            str(tmp_path / "regression.stan"),
+            "--data",
+            str(tmp_path / "data.json"),
+            "--config",
+            str(tmp_path / "tt.toml"),
+            "--set",
+            "inner=mh",
+            "--warmup",
+            "200",
+            "--draws",
+            "300",
+            "--seed",
+            "3",
+            "-q",
+            "-o",
+            str(out),
+        ]
+    )
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    assert "coef[0]" in captured.out and "TT (MH) (exact)" in captured.out
+    attrs = az.from_netcdf(out).posterior.attrs
+    settings, sources = json.loads(attrs["settings"]), json.loads(attrs["setting_sources"])
+    assert settings["inner"] == "mh" and settings["levels"] == 3 and settings["draws"] == 300  # --set wins
+    assert sources["scale"] == "tuned" and sources["levels"] == "user" and attrs["exact"] == 1
+    metrics = json.loads((tmp_path / "fit.metrics.json").read_text())
+    for key in (
+        "ess_bulk_min",
+        "ess_tail_min",
+        "rhat_max",
+        "wall_seconds",
+        "evaluations",
+        "ess_per_second",
+        "ess_per_second_sampling",
+    ):
+        assert key in metrics
+    assert metrics["charged_seconds"]["warmup"] > 0
+
+
+def test_workflow_sample_step_continues_a_nuts_step(tmp_path):
+    (tmp_path / "regression.stan").write_text(REGRESSION)
+    write_data(tmp_path / "data.json", regression_data())
+    (tmp_path / "w.toml").write_text(
+        """
+[workflow]
+name = "user"
+seed = 5
+output = "out"
+
+[[steps]]
+name = "nuts"
+action = "nuts"
+program = "regression.stan"
+data = "data.json"
+chains = 2
+warmup = 200
+draws = 200
+
+[[steps]]
+name = "hmc"
+action = "sample"
+program = "regression.stan"
+data = "data.json"
+method = "hmc"
+warmup_from = "nuts"
+draws = 300
+
+[[steps]]
+name = "stt"
+action = "sample"
+program = "regression.stan"
+data = "data.json"
+method = "stt"
+chains = 2
+warmup = 200
+draws = 200
+observations = { count = "N", fields = ["x", "y"] }
+"""
+    )
+    context = run_workflow(tmp_path / "w.toml", output=tmp_path / "out", progress=False)
+    hmc = context.results["hmc"]
+    assert hmc["result"].config.chains == 2 and "warmup" not in hmc["result"].charged_seconds
+    for step in ("hmc", "stt"):
+        folder = context.output / step
+        assert {"posterior.nc", "metrics.json", "summary.txt"} <= {p.name for p in folder.iterdir()}
+        assert json.loads((folder / "metrics.json").read_text())["method"] == step
