@@ -3,6 +3,7 @@
 import json
 
 import arviz as az
+import numpy as np
 
 from stanaccel.cli import main
 from stanaccel.stan import write_data
@@ -60,6 +61,7 @@ def test_cli_sample_with_config_file_and_set(tmp_path, capsys):
 def test_workflow_sample_step_continues_a_nuts_step(tmp_path):
     (tmp_path / "regression.stan").write_text(REGRESSION)
     write_data(tmp_path / "data.json", regression_data())
+    write_data(tmp_path / "half.json", regression_data(n=20))
     (tmp_path / "w.toml").write_text(
         """
 [workflow]
@@ -95,12 +97,41 @@ chains = 2
 warmup = 200
 draws = 200
 observations = { count = "N", fields = ["x", "y"] }
+
+[[steps]]
+name = "dc"
+action = "sample"
+program = "regression.stan"
+data = "data.json"
+method = "dc"
+chains = 2
+warmup = 200
+draws = 200
+approx = { program = "regression.stan", data = "half.json" }   # found beside the workflow file
 """
     )
     context = run_workflow(tmp_path / "w.toml", output=tmp_path / "out", progress=False)
     hmc = context.results["hmc"]
     assert hmc["result"].config.chains == 2 and "warmup" not in hmc["result"].charged_seconds
-    for step in ("hmc", "stt"):
+    for step in ("hmc", "stt", "dc"):
         folder = context.output / step
         assert {"posterior.nc", "metrics.json", "summary.txt"} <= {p.name for p in folder.iterdir()}
         assert json.loads((folder / "metrics.json").read_text())["method"] == step
+
+
+def test_workflow_sample_step_continues_a_cmdstan_run(tmp_path, mvn_model):
+    from stanaccel.stan.nuts import sample_nuts
+    from tests.stan.test_cmdstan import write_cmdstan_csv
+
+    fit = sample_nuts(mvn_model, chains=2, warmup=150, draws=20, seed=3, progress=False)
+    csvs = [write_cmdstan_csv(tmp_path / f"run-{c + 1}.csv", fit, c, "mvn_mean_model") for c in range(2)]
+    write_data(tmp_path / "data.json", json.loads(mvn_model.data_json))
+    (tmp_path / "w.toml").write_text(
+        '[workflow]\nname = "cmdstan"\n[[steps]]\nname = "tt"\naction = "sample"\nprogram = "mvn_mean"\n'
+        f'data = "data.json"\nmethod = "tt"\ndraws = 100\n'
+        f"warmup_from = {json.dumps([c.name for c in csvs])}\n"
+    )
+    context = run_workflow(tmp_path / "w.toml", output=tmp_path / "out", progress=False)
+    result = context.results["tt"]["result"]
+    assert result.config.chains == 2 and "warmup" not in result.charged_seconds
+    assert result.config.step_size == float(np.median(fit.step_size))  # tuned from the CmdStan run

@@ -102,7 +102,7 @@ def inner_kernel(config: SamplerConfig, density, tuning: Tuning, beta: float = 1
     else:
         metric = tuning.inv_metric if precondition else None
         step = config.step_size * (widen if scaling == "both" else 1.0)
-        kernel = HMC(density, step_size=step, n_steps=config.n_steps, inv_metric=metric)
+        kernel = HMC(density, step, config.n_steps, inv_metric=metric, n_steps_jitter=config.n_steps_jitter)
     steps = getattr(config, "inner_steps", 1)
     return kernel if steps == 1 else Cycle([kernel] * steps)
 

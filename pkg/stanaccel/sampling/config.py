@@ -265,6 +265,15 @@ class _HMCStep(_Precondition):
 @dataclass(frozen=True)
 class _HMCMove(_HMCStep):
     n_steps: int = setting(10, doc="HMC leapfrog steps per move", kind="int", low=1)
+    n_steps_jitter: float = setting(
+        0.5,
+        doc="draw each move's number of steps from "
+        "[ceil(n_steps (1 - jitter)), n_steps], against periodic trajectories",
+        kind="number",
+        low=0,
+        high=1,
+        high_open=True,
+    )
 
 
 @dataclass(frozen=True)

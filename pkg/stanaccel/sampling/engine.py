@@ -394,11 +394,11 @@ def _nuts(config, model, name, seed, seeds, warmup_from, progress, say) -> Sampl
 
 
 def read_warmup(source: WarmupState | str | Path | list, model: StanModel) -> WarmupState:
-    """A warm-up from a WarmupState, a stanaccel netCDF file, or CmdStan CSV file(s)."""
+    """A warm-up from a WarmupState, a stanaccel netCDF file, or CmdStan CSV files (or their folder)."""
     if isinstance(source, WarmupState):
         return source
     paths = [Path(p) for p in (source if isinstance(source, list | tuple) else [source])]
-    if all(p.suffix == ".csv" for p in paths):
+    if all(p.suffix == ".csv" for p in paths) or (len(paths) == 1 and paths[0].is_dir()):
         from stanaccel.stan.cmdstan import read_warmup as read_cmdstan
 
         return read_cmdstan(paths, model)

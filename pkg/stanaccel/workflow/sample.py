@@ -2,8 +2,8 @@
 
 Keys: ``program`` (a bundled name or a ``.stan`` file; default: the data
 step's program), ``data`` (an earlier step or a Stan JSON file), ``method``
-(default ``nuts``), ``warmup_from`` (an earlier ``nuts`` or ``sample`` step,
-a netCDF file, or a CmdStan CSV file), and the method's settings
+(default ``nuts``), ``warmup_from`` (an earlier ``nuts`` step or ``sample``
+step with method ``nuts``, a netCDF file, or a list of CmdStan CSV files), and the method's settings
 (``stanaccel.sampling.keys(method)``), the same keys as ``--set`` on the
 command line. Writes ``posterior.nc`` (InferenceData with the settings used
 and ``exact`` in its attributes), ``metrics.json`` and ``summary.txt``.
@@ -12,6 +12,7 @@ and ``exact`` in its attributes), ``metrics.json`` and ``summary.txt``.
 from __future__ import annotations
 
 import re
+from pathlib import Path
 from typing import Any
 
 from stanaccel.sampling.config import METHODS, ConfigError, check_setting, keys
@@ -36,6 +37,18 @@ class Setting:
             raise where.error(str(error)) from None
 
 
+class WarmupSource:
+    """An earlier ``nuts`` step, a netCDF file, or CmdStan CSV files (a list, one per chain)."""
+
+    def check(self, value: Any, key: str, where: Where) -> None:
+        if isinstance(value, list) and value and all(isinstance(v, str) for v in value):
+            for index, path in enumerate(value):
+                if not ((where.file.parent / path).is_file() or Path(path).is_file()):
+                    raise where.error(f"{key}[{index}] = {path!r}: no such CmdStan CSV file")
+            return
+        EARLIER_STEP_OR_FILE.check(value, key, where)
+
+
 def _schema(step: dict[str, Any]) -> dict[str, Any]:
     method = step.get("method", "nuts")
     settings = {key: Setting(method) for key in keys(method)} if method in METHODS else {}
@@ -43,12 +56,31 @@ def _schema(step: dict[str, Any]) -> dict[str, Any]:
         "program": STAN_PROGRAM,
         "data": EARLIER_STEP_OR_FILE,
         "method": one_of(*METHODS),
-        "warmup_from": EARLIER_STEP_OR_FILE,
+        "warmup_from": WarmupSource(),
         **settings,
     }
 
 
 SCHEMA = Table(_schema)
+
+
+def resolve_paths(settings: dict[str, Any], context: RunContext) -> dict[str, Any]:
+    """Settings with their file names (approximation programs and data, latent programs) found
+    beside the workflow file, as ``program`` and ``data`` are."""
+
+    def approximation(table):
+        if not isinstance(table, dict):
+            return table
+        return {k: str(context.resolve_path(v)) if k in ("program", "data") else v for k, v in table.items()}
+
+    out = dict(settings)
+    if "approx" in out:
+        out["approx"] = approximation(out["approx"])
+    if isinstance(out.get("ladder"), list):
+        out["ladder"] = [approximation(a) for a in out["ladder"]]
+    if isinstance(out.get("latent_program"), str):
+        out["latent_program"] = str(context.resolve_path(out["latent_program"]))
+    return out
 
 
 def sample_step(step: dict[str, Any], context: RunContext, seed: int) -> dict[str, Any]:
@@ -67,14 +99,18 @@ def sample_step(step: dict[str, Any], context: RunContext, seed: int) -> dict[st
             f"step {step['name']!r}: no program given (set program, or data from a generate step)"
         )
     warmup_from = step.get("warmup_from")
-    if warmup_from in context.results:
+    if isinstance(warmup_from, str) and warmup_from in context.results:
         earlier = context.results[warmup_from]
         if "fit" not in earlier:
             raise ValueError(f"step {step['name']!r}: warmup_from = {warmup_from!r} is not a nuts step")
         warmup_from = earlier["fit"].warmup_state()
+    elif isinstance(warmup_from, list):
+        warmup_from = [context.resolve_path(p) for p in warmup_from]
     elif warmup_from is not None:
         warmup_from = context.resolve_path(warmup_from)
-    settings = {k: v for k, v in step.items() if k not in (*STEP_ONLY, "name", "action", "seed")}
+    settings = resolve_paths(
+        {k: v for k, v in step.items() if k not in (*STEP_ONLY, "name", "action", "seed")}, context
+    )
     where = f"{context.workflow.source or 'workflow'}: step {step['name']!r}"
     result = sample(
         program_file(program, context),

@@ -56,8 +56,8 @@ from stanaccel.workflow.tables import write_table
 from stanaccel.workflow.validation import BOOLEAN, INTEGER, STRING, ListOf, Table, generator_options, one_of
 
 METHODS = ("mh", "hmc", "pt", "tt", "spt", "stt")
-SETTINGS = ("levels", "beta_min", "betas", "scale", "step_size", "n_steps", "inner_steps", "swap",
-            "temperature_scaling", "precondition")  # fmt: skip
+SETTINGS = ("levels", "beta_min", "betas", "scale", "step_size", "n_steps", "n_steps_jitter", "inner_steps",
+            "swap", "temperature_scaling", "precondition")  # fmt: skip
 
 
 def _schema(step: dict[str, Any]) -> dict[str, Any]:
