@@ -159,7 +159,13 @@ def _run(args: argparse.Namespace) -> int:
     from stanaccel.workflow import WorkflowInterrupted, run_workflow
 
     try:
-        context = run_workflow(args.workflow, output=args.output, seed=args.seed, progress=not args.quiet)
+        context = run_workflow(
+            args.workflow,
+            output=args.output,
+            seed=args.seed,
+            progress=not args.quiet,
+            cache=False if args.recompute else None,
+        )
     except WorkflowInterrupted as stop:
         print(f"interrupted: {stop}", file=sys.stderr)
         return INTERRUPTED
@@ -306,8 +312,9 @@ def build_parser() -> argparse.ArgumentParser:
         "run",
         help="run a workflow file",
         description="Run the steps of a workflow file (TOML) in order; every table and key is checked "
-        "before the first step runs. Ctrl-C stops the current step, which keeps its partial outputs, "
-        "and records the stop in run.json.",
+        "before the first step runs. A step completed earlier in the same output folder with unchanged "
+        "settings, seed and input files is loaded, not rerun (run.json says which). Ctrl-C stops the "
+        "current step, which keeps its partial outputs, and records the stop in run.json.",
         formatter_class=_HelpFormatter,
     )
     run.add_argument("workflow", help="a workflow .toml file")
@@ -316,6 +323,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--seed", type=int, help="workflow seed, from which each step's derives (default: the file's)"
     )
     run.add_argument("--quiet", "-q", action="store_true", help="no progress bars")
+    run.add_argument(
+        "--recompute", action="store_true", help="run every step, even those completed earlier unchanged"
+    )
     run.set_defaults(func=_run)
 
     comp = sub.add_parser(

@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 
 from stanaccel.approx import KeepConstants
+from stanaccel.densities import evaluations
 from stanaccel.kernels import KernelRun, run_chains
 from stanaccel.programs import program_path
 from stanaccel.results import Result
@@ -90,7 +91,9 @@ class SampleResult(Result):
         Time spent before sampling and charged to it: "warmup", "pilot", "training", "tuning".
     reports : dict
         Method-specific records: "approximations" (cost and spread), "autoencoder"
-        (training and reconstruction), "summaries" (each chain's kernel summary).
+        (training and reconstruction), "summaries" (each chain's kernel summary),
+        "density_costs" (per chain, the evaluations and seconds of the exact density
+        and of each approximation). Plain values only, so that a result pickles.
     """
 
     config: SamplerConfig
@@ -369,7 +372,9 @@ def run_sampler(
         name=method_label(resolved),
     )
     reports["summaries"] = run.summaries
-    reports["densities"] = factory.densities
+    reports["density_costs"] = [
+        {"exact": _cost(d["exact"]), "approx": [_cost(a) for a in d["approx"]]} for d in factory.densities
+    ]
     return SampleResult(resolved, sources_used, run, name, seed, charged, reports)
 
 
@@ -578,6 +583,14 @@ def _latent_nuts(config, model, data, maps, tuning, seeds, progress, say) -> Ker
         interrupted=fit.interrupted,
         constrained=_constrainer(model)(positions),
     )
+
+
+def _cost(density) -> dict[str, float]:
+    """A density's evaluations (log density and gradient) and the seconds spent in them."""
+    return {
+        "evaluations": evaluations(density),
+        "seconds": getattr(density, "seconds", float("nan")),
+    }
 
 
 def _jsonable(value: Any) -> Any:

@@ -228,7 +228,7 @@ def approximation_study_step(step: dict[str, Any], context, seed: int) -> dict[s
 def _row(result, name: str, settings: str, nuts: dict, reference, limit: float) -> dict:
     """The scored row with the approximation columns: acceptance, cache hits, cost of pi and pi*."""
     row = score_row(result, nuts, settings=settings, reference=reference, sampler=name)
-    per_chain = result.reports["densities"]
+    per_chain = result.reports["density_costs"]
     iterations = result.iterations
     summaries = [s for s in result.reports["summaries"] if s]
     cache = ""
@@ -248,17 +248,18 @@ def _row(result, name: str, settings: str, nuts: dict, reference, limit: float) 
         {
             "tuning_seconds": row["charged_seconds"],
             "cache_hit_fraction": cache,
-            "exact_per_iteration": sum(_evaluations(d["exact"]) for d in per_chain) / iterations,
-            "approx_per_iteration": sum(_evaluations(a) for d in per_chain for a in d["approx"]) / iterations,
-            "exact_seconds_per_iteration": sum(_seconds(d["exact"]) for d in per_chain) / iterations,
-            "approx_seconds_per_iteration": sum(a.seconds for d in per_chain for a in d["approx"])
+            "exact_per_iteration": sum(d["exact"]["evaluations"] for d in per_chain) / iterations,
+            "approx_per_iteration": sum(a["evaluations"] for d in per_chain for a in d["approx"])
+            / iterations,
+            "exact_seconds_per_iteration": sum(d["exact"]["seconds"] for d in per_chain) / iterations,
+            "approx_seconds_per_iteration": sum(a["seconds"] for d in per_chain for a in d["approx"])
             / iterations,
             "passes": bool(row["z_max"] < limit and not row["rhat_max"] >= 1.1),
             "per_approximation": {
                 label: {
-                    "evaluations_per_iteration": sum(_evaluations(d["approx"][i]) for d in per_chain)
+                    "evaluations_per_iteration": sum(d["approx"][i]["evaluations"] for d in per_chain)
                     / iterations,
-                    "seconds_per_iteration": sum(d["approx"][i].seconds for d in per_chain) / iterations,
+                    "seconds_per_iteration": sum(d["approx"][i]["seconds"] for d in per_chain) / iterations,
                 }
                 for i, label in enumerate(labels)
             },
@@ -266,11 +267,3 @@ def _row(result, name: str, settings: str, nuts: dict, reference, limit: float) 
         }
     )
     return row
-
-
-def _evaluations(density) -> int:
-    return density.n_log_density + density.n_gradient
-
-
-def _seconds(density) -> float:
-    return getattr(density, "seconds", float("nan"))

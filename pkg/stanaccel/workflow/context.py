@@ -23,6 +23,7 @@ class Workflow:
     output: Path
     steps: list[dict[str, Any]]
     source: Path | None = None
+    cache: bool = True
 
 
 @dataclass

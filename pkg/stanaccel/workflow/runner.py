@@ -16,7 +16,6 @@ with :class:`~stanaccel.workflow.interrupts.WorkflowInterrupted` and
 from __future__ import annotations
 
 import json
-import platform
 import shutil
 import time
 import tomllib
@@ -24,8 +23,10 @@ from pathlib import Path
 from typing import Any
 
 from stanaccel.diagnostics.files import check_writable
+from stanaccel.workflow import cache as step_cache
 from stanaccel.workflow.context import RunContext, Workflow
 from stanaccel.workflow.interrupts import InterruptWatch, WorkflowInterrupted
+from stanaccel.workflow.provenance import provenance, versions
 from stanaccel.workflow.steps import ACTIONS
 
 
@@ -55,7 +56,9 @@ def load_workflow(path: str | Path, *, output: str | Path | None = None) -> Work
     name = head.get("name", path.stem)
     out = Path(output) if output is not None else Path(head.get("output", f"output/{name}"))
     seed, steps = head.get("seed", 0), config["steps"]
-    return Workflow(name=name, seed=seed, output=out, steps=steps, source=path.resolve())
+    return Workflow(
+        name=name, seed=seed, output=out, steps=steps, source=path.resolve(), cache=head.get("cache", True)
+    )
 
 
 def run_workflow(
@@ -64,11 +67,16 @@ def run_workflow(
     output: str | Path | None = None,
     seed: int | None = None,
     progress: bool = True,
+    cache: bool | None = None,
 ) -> RunContext:
     """Run every step in order; return the context holding each step's outputs.
 
     ``output`` and ``seed`` override the file's ``[workflow]`` values (every
     step's seed derives from the workflow seed unless the step sets its own).
+    A step already completed in ``output`` with the same key (its settings,
+    seed, inputs and the stanaccel version; see :mod:`stanaccel.workflow.cache`)
+    is loaded instead of run, unless ``cache`` is False (default: the file's
+    ``cache``, true).
     """
     if not isinstance(workflow, Workflow):
         workflow = load_workflow(workflow, output=output)
@@ -78,6 +86,7 @@ def run_workflow(
         if not 0 <= int(seed) < 2**63:
             raise ValueError(f"seed must be a non-negative integer below 2**63, not {seed}")
         workflow.seed = int(seed)
+    use_cache = workflow.cache if cache is None else bool(cache)
     check_writable(workflow.output / "run.json")
     if workflow.source is not None:
         shutil.copyfile(workflow.source, workflow.output / "workflow.toml")
@@ -85,19 +94,39 @@ def run_workflow(
     record: dict[str, Any] = {
         "workflow": workflow.name,
         "seed": workflow.seed,
-        "versions": _versions(),
+        "versions": versions(),
         "status": "running",
         "steps": [],
     }
+    keys: dict[str, str] = {}
+    resolved: list[dict[str, Any]] = []
     for step in workflow.steps:
         start = time.perf_counter()
         seed = context.step_seed(step)
+        key = step_cache.step_key(step, seed, context, keys)
+        keys[step["name"]] = key
+        resolved.append({**step, "seed": seed, "key": key})
+        folder = workflow.output / step["name"]
+        entry = {"name": step["name"], "action": step["action"], "seed": seed, "key": key}
+        stored = (
+            step_cache.load(folder, key)
+            if use_cache and step["action"] not in step_cache.UNCACHED_ACTIONS
+            else None
+        )
+        if stored is not None:
+            print(
+                f"[{workflow.name}] step {step['name']} ({step['action']}): unchanged, loaded from {folder}"
+            )
+            context.results[step["name"]] = stored
+            record["steps"].append({**entry, "status": "done", "cached": True, "seconds": 0.0})
+            _write(workflow.output / "run.json", record)
+            continue
         print(f"[{workflow.name}] step {step['name']} ({step['action']}), seed {seed}", flush=True)
-        entry = {"name": step["name"], "action": step["action"], "seed": seed}
+        step_cache.start(folder, key)
         watch = InterruptWatch()
         try:
             with watch.watching():
-                context.results[step["name"]] = ACTIONS[step["action"]](step, context, seed)
+                result = ACTIONS[step["action"]](step, context, seed)
         except BaseException as exc:
             if not (watch.seen or isinstance(exc, KeyboardInterrupt)):
                 raise
@@ -106,11 +135,21 @@ def run_workflow(
         if watch.seen:
             _record_stop(record, entry, start, workflow.output)
             raise WorkflowInterrupted(_stop_message(step, workflow.output))
-        record["steps"].append({**entry, "status": "done", "seconds": time.perf_counter() - start})
-        (workflow.output / "run.json").write_text(json.dumps(record, indent=2))
+        context.results[step["name"]] = result
+        seconds = time.perf_counter() - start
+        if step["action"] not in step_cache.UNCACHED_ACTIONS:
+            step_cache.store(folder, key, result, {"name": step["name"], "seed": seed, "seconds": seconds})
+        record["steps"].append({**entry, "status": "done", "cached": False, "seconds": seconds})
+        _write(workflow.output / "run.json", record)
+        _write(workflow.output / "provenance.json", provenance(workflow, resolved))
     record["status"] = "done"
-    (workflow.output / "run.json").write_text(json.dumps(record, indent=2))
+    _write(workflow.output / "run.json", record)
+    _write(workflow.output / "provenance.json", provenance(workflow, resolved))
     return context
+
+
+def _write(path: Path, record: dict[str, Any]) -> None:
+    path.write_text(json.dumps(record, indent=2, default=str))
 
 
 def _record_stop(record: dict[str, Any], entry: dict[str, Any], start: float, output: Path) -> None:
@@ -118,7 +157,7 @@ def _record_stop(record: dict[str, Any], entry: dict[str, Any], start: float, ou
     record["steps"].append({**entry, "status": "interrupted", "seconds": time.perf_counter() - start})
     record["status"] = "interrupted"
     record["interrupted_step"] = entry["name"]
-    (output / "run.json").write_text(json.dumps(record, indent=2))
+    _write(output / "run.json", record)
 
 
 def _stop_message(step: dict[str, Any], output: Path) -> str:
@@ -126,15 +165,3 @@ def _stop_message(step: dict[str, Any], output: Path) -> str:
         f"step {step['name']!r} stopped by Ctrl-C; its partial outputs are in {output / step['name']}, "
         f"later steps did not run, and {output / 'run.json'} records the stop"
     )
-
-
-def _versions() -> dict[str, str]:
-    from importlib.metadata import PackageNotFoundError, version
-
-    versions = {"python": platform.python_version()}
-    for package in ("stanaccel", "httpstan", "numpy", "scipy", "arviz", "cmdstanpy"):
-        try:
-            versions[package] = version(package)
-        except PackageNotFoundError:
-            versions[package] = "not installed"
-    return versions

@@ -98,7 +98,7 @@ def nuts_step(step: dict[str, Any], context: RunContext, seed: int) -> dict[str,
     idata.to_netcdf(str(folder / "posterior.nc"))
     if fit.interrupted:  # too few draws for summaries; the runner stops the workflow here
         print(f"  interrupted: wrote {folder / 'posterior.nc'} with {fit.num_draws} draws per chain")
-        return {"model": model, "fit": fit, "idata": idata, "metrics": {"interrupted": True}}
+        return {"fit": fit, "idata": idata, "metrics": {"interrupted": True}}
     sampling_seconds = float(np.max(fit.chain_seconds))
     metrics = convergence_metrics(
         idata,
@@ -123,7 +123,7 @@ def nuts_step(step: dict[str, Any], context: RunContext, seed: int) -> dict[str,
         f"  ESS bulk min {metrics['ess_bulk_min']:.0f}, R-hat max {metrics['rhat_max']:.3f}, "
         f"{metrics['wall_seconds']:.2f} s, {metrics['gradient_evaluations']} gradients -> {folder}"
     )
-    return {"model": model, "fit": fit, "idata": idata, "metrics": metrics}
+    return {"fit": fit, "idata": idata, "metrics": metrics}
 
 
 def _tempering_study(step: dict[str, Any], context: RunContext, seed: int) -> dict[str, Any]:

@@ -152,7 +152,7 @@ class StanProgram:
 
 STAN_PROGRAM = StanProgram()
 
-WORKFLOW_KEYS = {"name": STRING, "seed": INTEGER, "output": STRING}
+WORKFLOW_KEYS = {"name": STRING, "seed": INTEGER, "output": STRING, "cache": BOOLEAN}
 STEP_KEYS = {"name": STRING, "action": STRING, "seed": INTEGER}
 
 

@@ -1,0 +1,177 @@
+"""Cached workflow steps: a step whose inputs did not change is loaded, not recomputed.
+
+A step's key is a SHA-256 hash of canonical JSON holding everything that
+decides its result: its action and settings, its seed, the keys of the
+earlier steps it reads, the content hash of every file it names (Stan
+programs, data, approximation programs, CmdStan CSV files; a bundled program
+by its text) and the stanaccel version. Arrays, where a step given from
+Python holds them, are hashed with ``joblib.hash``.
+
+The step's folder holds its outputs, ``result.pkl`` (what later steps read)
+and, written last by an atomic rename, ``step.json`` (its key and how long
+it took): the completion marker, as in the compile cache. A rerun loads a
+step whose ``step.json`` has the same key; any other step runs again, and
+every step that reads it gets a new key and runs again too. ``.key`` is
+written when a step starts, so that a step interrupted and rerun with
+unchanged settings keeps its checkpoints (resume); a step whose settings
+changed starts from an empty folder.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import pickle
+import shutil
+import tempfile
+import warnings
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from stanaccel.workflow.context import RunContext
+
+MARKER = "step.json"
+RESULT = "result.pkl"
+STARTED = ".key"
+NOT_INPUTS = ("name", "action", "method")
+"""Step keys whose values name no step or file (a method or action may share an earlier step's name)."""
+UNCACHED_ACTIONS = frozenset({"report"})
+"""Actions always rerun: they read the whole output folder, and cost little."""
+
+
+class StepNotStorable(UserWarning):
+    """A step's result could not be pickled, so the step will run again next time."""
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("stanaccel")
+    except PackageNotFoundError:
+        return "unknown"
+
+
+def file_digest(path: Path) -> str:
+    """SHA-256 of a file's bytes; of a folder, of its CmdStan CSV files' names and bytes."""
+    digest = hashlib.sha256()
+    for file in sorted(path.glob("*.csv")) if path.is_dir() else [path]:
+        digest.update(file.name.encode())
+        with open(file, "rb") as handle:
+            for block in iter(lambda: handle.read(1 << 20), b""):
+                digest.update(block)
+    return digest.hexdigest()
+
+
+def _inputs(value: Any, context: RunContext, earlier: dict[str, str], found: dict[str, str]) -> Any:
+    """``value`` as canonical JSON material: earlier steps by key, files by content hash."""
+    if isinstance(value, dict):
+        return {str(k): _inputs(v, context, earlier, found) for k, v in sorted(value.items())}
+    if isinstance(value, list | tuple):
+        return [_inputs(v, context, earlier, found) for v in value]
+    if isinstance(value, np.ndarray):
+        import joblib
+
+        return {"array": joblib.hash(value)}
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, str):
+        if value in earlier:
+            found[f"step:{value}"] = earlier[value]
+        else:
+            path = _named_file(value, context)
+            if path is not None:
+                found[f"file:{value}"] = file_digest(path)
+    return value
+
+
+def _named_file(text: str, context: RunContext) -> Path | None:
+    """The file (or folder) a setting names, if it names one: a path, or a bundled program's name."""
+    from stanaccel.programs import program_path
+
+    if "\n" in text or len(text) > 4096:
+        return None
+    path = context.resolve_path(text)
+    if path.is_file() or (path.is_dir() and any(path.glob("*.csv"))):
+        return path
+    try:
+        return program_path(text)
+    except (FileNotFoundError, ValueError, KeyError):
+        return None
+
+
+def step_key(step: dict[str, Any], seed: int, context: RunContext, earlier: dict[str, str]) -> str:
+    """The hash of everything that decides the step's result (see the module docstring).
+
+    ``earlier`` maps each earlier step's name to its key.
+    """
+    files: dict[str, str] = {}
+    settings = {k: v for k, v in step.items() if k not in NOT_INPUTS}
+    material = {
+        "action": step["action"],
+        "method": step.get("method"),
+        "settings": _inputs(settings, context, earlier, files),
+        "seed": int(seed),
+        "inputs": dict(sorted(files.items())),
+        "stanaccel": _version(),
+    }
+    text = json.dumps(material, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def load(folder: Path, key: str) -> dict[str, Any] | None:
+    """The stored result of a completed step with this key, or None."""
+    marker = folder / MARKER
+    if not marker.is_file():
+        return None
+    try:
+        record = json.loads(marker.read_text())
+        if record.get("key") != key:
+            return None
+        with open(folder / RESULT, "rb") as handle:
+            return pickle.load(handle)
+    except (OSError, ValueError, pickle.UnpicklingError, EOFError, AttributeError, ImportError):
+        return None
+
+
+def start(folder: Path, key: str) -> None:
+    """Prepare the folder of a step about to run: keep it (and its checkpoints) if the
+    last attempt had the same key, else empty it; drop the completion marker."""
+    started = folder / STARTED
+    if folder.is_dir() and (started.is_file() or (folder / MARKER).is_file()):
+        previous = started.read_text().strip() if started.is_file() else ""
+        if previous != key:
+            shutil.rmtree(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / MARKER).unlink(missing_ok=True)
+    (folder / STARTED).write_text(key + "\n")
+
+
+def store(folder: Path, key: str, result: dict[str, Any], record: dict[str, Any]) -> bool:
+    """Write ``result.pkl`` and then, atomically, ``step.json``; False if the result does not pickle."""
+    try:
+        payload = pickle.dumps(result, protocol=pickle.HIGHEST_PROTOCOL)
+    except (pickle.PicklingError, TypeError, AttributeError) as error:
+        warnings.warn(
+            f"step {folder.name!r}: its result cannot be stored ({error}); it will run again next time",
+            StepNotStorable,
+            stacklevel=2,
+        )
+        return False
+    _write_atomic(folder / RESULT, payload)
+    _write_atomic(folder / MARKER, json.dumps({"key": key, **record}, indent=2).encode())
+    return True
+
+
+def _write_atomic(path: Path, payload: bytes) -> None:
+    handle, temp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
+    try:
+        with os.fdopen(handle, "wb") as out:
+            out.write(payload)
+        os.replace(temp, path)
+    except BaseException:
+        Path(temp).unlink(missing_ok=True)
+        raise
