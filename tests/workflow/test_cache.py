@@ -91,6 +91,8 @@ def test_an_unchanged_rerun_recomputes_nothing_and_gives_the_same_results(first_
     assert context.results["nuts"]["fit"].warmup_state().step_size.shape == (2,)
     provenance = json.loads((out / "provenance.json").read_text())
     assert {"versions", "machine", "git", "steps"} <= set(provenance)
+    hmc = provenance["steps"][2]
+    assert hmc["settings_used"]["step_size"] > 0 and hmc["setting_sources"]["step_size"] == "tuned"
     assert [s["key"] for s in provenance["steps"]] == [
         s["key"] for s in json.loads((out / "run.json").read_text())["steps"]
     ]

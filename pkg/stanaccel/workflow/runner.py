@@ -118,6 +118,7 @@ def run_workflow(
                 f"[{workflow.name}] step {step['name']} ({step['action']}): unchanged, loaded from {folder}"
             )
             context.results[step["name"]] = stored
+            resolved[-1].update(_settings_used(stored))
             record["steps"].append({**entry, "status": "done", "cached": True, "seconds": 0.0})
             _write(workflow.output / "run.json", record)
             continue
@@ -136,6 +137,7 @@ def run_workflow(
             _record_stop(record, entry, start, workflow.output)
             raise WorkflowInterrupted(_stop_message(step, workflow.output))
         context.results[step["name"]] = result
+        resolved[-1].update(_settings_used(result))
         seconds = time.perf_counter() - start
         if step["action"] not in step_cache.UNCACHED_ACTIONS:
             step_cache.store(folder, key, result, {"name": step["name"], "seed": seed, "seconds": seconds})
@@ -146,6 +148,14 @@ def run_workflow(
     _write(workflow.output / "run.json", record)
     _write(workflow.output / "provenance.json", provenance(workflow, resolved))
     return context
+
+
+def _settings_used(result: dict[str, Any]) -> dict[str, Any]:
+    """A sampler step's settings as it ran them (tuned values filled in) and where each came from."""
+    sampled = result.get("result")
+    if sampled is None or not hasattr(sampled, "config"):
+        return {}
+    return {"settings_used": sampled.config.as_dict(), "setting_sources": dict(sampled.sources)}
 
 
 def _write(path: Path, record: dict[str, Any]) -> None:
