@@ -20,7 +20,13 @@ $(STAMP): pyproject.toml
 demo: $(STAMP)
 	$(BIN)/stanaccel run workflows/quickstart.toml
 
+# The report's test drives Debian's headless chromium with Selenium (no browser download).
+CHROMIUM_INSTALL := apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends chromium chromium-driver
+
 test: $(STAMP)
+	@command -v chromium >/dev/null && command -v chromedriver >/dev/null || { \
+	  echo "Installing Debian's chromium and chromium-driver for the report's browser test"; \
+	  if [ "$$(id -u)" = 0 ]; then sh -c '$(CHROMIUM_INSTALL)'; else sudo sh -c '$(CHROMIUM_INSTALL)'; fi; }
 	$(BIN)/ruff check pkg tests benchmarks
 	$(BIN)/ruff format --check pkg tests benchmarks
 	$(BIN)/python -m pytest

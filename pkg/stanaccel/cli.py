@@ -6,6 +6,8 @@
   after Stan's NUTS warm-up (settings by ``--set key=value`` or ``--config
   FILE.toml``); writes InferenceData and metrics, prints the ArviZ summary.
 - ``stanaccel run WORKFLOW.toml``: run a workflow file.
+- ``stanaccel report OUTPUT_DIR``: one self-contained HTML page of a
+  workflow's outputs (``OUTPUT_DIR/report.html``).
 - ``stanaccel compile PROGRAM``: compile (or find in the cache) a program.
 
 Exit status: 0 on success, 2 for bad input (the message names it), 130 when
@@ -173,6 +175,14 @@ def _run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _report(args: argparse.Namespace) -> int:
+    from stanaccel.diagnostics.report import write_report
+
+    path = write_report(args.output_dir, args.output)
+    print(f"wrote {path}")
+    return 0
+
+
 def _compile(args: argparse.Namespace) -> int:
     from stanaccel.stan import compile_program
 
@@ -327,6 +337,21 @@ def build_parser() -> argparse.ArgumentParser:
         "--recompute", action="store_true", help="run every step, even those completed earlier unchanged"
     )
     run.set_defaults(func=_run)
+
+    report = sub.add_parser(
+        "report",
+        help="write the HTML report of a workflow's outputs",
+        description="Write one self-contained HTML page of a workflow output folder (run.json and one folder "
+        "per step): for each sampler its metrics, ESS per second against Stan NUTS, kernel statistics, the "
+        "ArviZ summary, trace and rank plots, and R-hat and ESS against wall time; each study's tables and "
+        "figures. The page loads nothing from the network.",
+        formatter_class=_HelpFormatter,
+    )
+    report.add_argument("output_dir", metavar="OUTPUT_DIR", help="the output folder of `stanaccel run`")
+    report.add_argument(
+        "--output", "-o", metavar="FILE", help="the HTML file (default: OUTPUT_DIR/report.html)"
+    )
+    report.set_defaults(func=_report)
 
     comp = sub.add_parser(
         "compile",

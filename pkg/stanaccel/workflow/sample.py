@@ -6,17 +6,22 @@ step's program), ``data`` (an earlier step or a Stan JSON file), ``method``
 step with method ``nuts``, a netCDF file, or a list of CmdStan CSV files), and the method's settings
 (``stanaccel.sampling.keys(method)``), the same keys as ``--set`` on the
 command line. Writes ``posterior.nc`` (InferenceData with the settings used
-and ``exact`` in its attributes), ``metrics.json`` and ``summary.txt``.
+and ``exact`` in its attributes), ``metrics.json``, ``summary.txt`` and
+``statistics.json``: each chain's kernel statistics (tempering swap
+acceptance and round trips, the discretizing chain's mark acceptance and
+cache hits, ...) and the autoencoder's training and reconstruction error,
+which the report (:mod:`stanaccel.diagnostics.report`) shows.
 """
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 from typing import Any
 
 from stanaccel.sampling.config import METHODS, ConfigError, check_setting, keys
-from stanaccel.sampling.engine import sample, write_result
+from stanaccel.sampling.engine import SampleResult, sample, write_result
 from stanaccel.workflow.context import RunContext
 from stanaccel.workflow.validation import EARLIER_STEP_OR_FILE, STAN_PROGRAM, Table, Where, one_of
 
@@ -129,6 +134,7 @@ def sample_step(step: dict[str, Any], context: RunContext, seed: int) -> dict[st
     if metrics is None:
         print(f"  interrupted: wrote {written}")
         return {"result": result, "fit": result.run, "metrics": {"interrupted": True}}
+    (folder / "statistics.json").write_text(json.dumps(kernel_statistics(result), indent=1))
     table = result.summary().to_string()
     (folder / "summary.txt").write_text(table + "\n")
     print(table)
@@ -141,3 +147,26 @@ def sample_step(step: dict[str, Any], context: RunContext, seed: int) -> dict[st
     if result.method == "nuts":
         out["fit"] = result.run  # a later step's warmup_from
     return out
+
+
+def kernel_statistics(result: SampleResult) -> dict[str, Any]:
+    """What the sampler's kernels and autoencoder recorded, JSON-ready.
+
+    ``chains``: each chain's kernel summary (none for Stan NUTS), without the
+    tempering replicas' positions; ``autoencoder``: latent dimension, epochs,
+    training time and reconstruction error, for the latent methods.
+    """
+    chains = [
+        {k: v for k, v in summary.items() if k != "replicas"}
+        for summary in result.reports.get("summaries", [])
+        if isinstance(summary, dict)
+    ]
+    out = {"chains": chains}
+    if "autoencoder" in result.reports:
+        out["autoencoder"] = result.reports["autoencoder"]
+    return json.loads(json.dumps(out, default=_plain))
+
+
+def _plain(value: Any) -> Any:
+    """NumPy values as plain numbers and lists."""
+    return value.tolist() if hasattr(value, "tolist") else str(value)

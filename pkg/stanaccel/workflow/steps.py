@@ -21,6 +21,9 @@
 - ``density_study``: the GP density model's Gibbs sampler, variational method
   and Stan baseline against a known density over data sizes
   (see :mod:`stanaccel.workflow.density_study`).
+- ``report``: one self-contained HTML page of the steps before it
+  (``file``, default ``report.html`` in the run's output folder; see
+  :mod:`stanaccel.workflow.report`).
 """
 
 from __future__ import annotations
@@ -156,6 +159,12 @@ def _density_study(step: dict[str, Any], context: RunContext, seed: int) -> dict
     return density_study_step(step, context, seed)
 
 
+def _report(step: dict[str, Any], context: RunContext, seed: int) -> dict[str, Any]:
+    from stanaccel.workflow.report import report_step
+
+    return report_step(step, context, seed)
+
+
 ACTIONS: dict[str, Action] = {
     "generate": generate_step,
     "nuts": nuts_step,
@@ -164,6 +173,7 @@ ACTIONS: dict[str, Action] = {
     "approximation_study": _approximation_study,
     "latent_study": _latent_study,
     "density_study": _density_study,
+    "report": _report,
 }
 
 # What each action's step may set besides name, action and seed (see stanaccel.workflow.validation).

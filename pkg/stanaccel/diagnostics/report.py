@@ -1,0 +1,372 @@
+"""One self-contained HTML page of a workflow run: :func:`write_report`.
+
+The page (``report.html`` in the run's output folder) opens in any browser
+without a network: its figures are PNG data URIs, its style is inline CSS,
+and it has no scripts, fonts or links to anywhere. It holds
+
+- the run: workflow, status, versions, each step's status and time;
+- **ESS per second against Stan NUTS**: every sampler step's bulk ESS per
+  second with the warm-up, training and tuning charged and without, its
+  ratio to the run's Stan NUTS step, worst R-hat, measured bias, a bar
+  chart, and the worst bulk ESS and R-hat against wall time of all of them
+  in one figure; then the study tables' rows of the same figures;
+- one section per sampler step (``nuts``, ``sample``): the metrics, the
+  kernel statistics where the sampler records them (tempering swap
+  acceptance and round trips, the discretizing chain's mark acceptance and
+  cache hits, the autoencoder's reconstruction error), the ArviZ summary,
+  trace and rank plots of the first parameters, and R-hat and ESS against
+  wall time; approximate samplers are flagged, with their bias measured
+  against the run's NUTS step;
+- one section per study step: its tables (approximate samplers' rows
+  marked) and its figures.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from stanaccel.diagnostics import figures
+from stanaccel.diagnostics._arviz import az
+from stanaccel.diagnostics.metrics import reference_z_scores, summary
+from stanaccel.diagnostics.prefixes import convergence_by_prefix
+
+SUMMARY_ROWS = 20  # rows of the ArviZ summary shown per sampler
+CSV_ROWS = 40  # rows of a study's CSV-only table shown
+NUTS_METHODS = ("stan_nuts", "nuts")
+BIAS_COLUMNS = ("z_max", "mean_error_sd", "sd_ratio_min", "sd_ratio_max", "predictive_error_max")
+
+
+def write_report(output_dir: str | Path, path: str | Path | None = None) -> Path:
+    """Write the HTML report of a workflow output folder; return its path.
+
+    Parameters
+    ----------
+    output_dir : path
+        A folder written by ``stanaccel run``: ``run.json`` and one folder per step.
+    path : path, optional
+        The HTML file to write; default ``output_dir / "report.html"``.
+
+    Raises
+    ------
+    FileNotFoundError
+        ``output_dir`` is not a folder or holds no ``run.json``.
+    """
+    output_dir = Path(output_dir)
+    run_file = output_dir / "run.json"
+    if not output_dir.is_dir():
+        raise FileNotFoundError(f"output folder not found: {output_dir}")
+    if not run_file.is_file():
+        raise FileNotFoundError(f"{output_dir} holds no run.json; give the output folder of `stanaccel run`")
+    run = json.loads(run_file.read_text())
+    steps = [s for s in run.get("steps", []) if s.get("action") != "report"]
+    samplers = [
+        _load_sampler(output_dir / s["name"], s) for s in steps if _is_sampler(output_dir / s["name"])
+    ]
+    samplers = [s for s in samplers if s is not None]
+    nuts = next((s for s in samplers if s["is_nuts"]), None)
+    for sampler in samplers:
+        _compare_with_nuts(sampler, nuts)
+    studies = [
+        _load_study(output_dir / s["name"], s)
+        for s in steps
+        if s.get("action") != "generate" and not _is_sampler(output_dir / s["name"])
+    ]
+    html = _render(
+        {
+            "run": run,
+            "output_dir": str(output_dir),
+            "steps": steps,
+            "samplers": samplers,
+            "nuts": nuts,
+            "overview": _overview(samplers, nuts),
+            "study_rows": _study_efficiency_rows(studies),
+            "studies": [s for s in studies if s["tables"] or s["images"]],
+            "max_plotted": figures.MAX_PLOTTED,
+            "summary_rows": SUMMARY_ROWS,
+        }
+    )
+    path = Path(path) if path is not None else output_dir / "report.html"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(html, encoding="utf-8")
+    return path
+
+
+def _is_sampler(folder: Path) -> bool:
+    return (folder / "posterior.nc").is_file() and (folder / "metrics.json").is_file()
+
+
+def _load_sampler(folder: Path, step: dict[str, Any]) -> dict[str, Any] | None:
+    """A sampler step's metrics, statistics, summary and figures."""
+    metrics = json.loads((folder / "metrics.json").read_text())
+    if metrics.get("interrupted"):
+        return None
+    idata = az.from_netcdf(str(folder / "posterior.nc"))
+    method = metrics.get("method", "")
+    is_nuts = method in NUTS_METHODS
+    wall = float(metrics.get("wall_seconds", float("nan")))
+    sampling = metrics.get("sampling_seconds")
+    if sampling is None and is_nuts:
+        sampling = wall * _nuts_sampling_share(idata)
+    sampling = float(sampling) if sampling is not None else wall
+    charged = metrics.get("charged_seconds") or {}
+    table = summary(idata)
+    prefix = convergence_by_prefix(idata, wall_seconds=wall, sampling_seconds=sampling)
+    ess_sampling = metrics.get("ess_per_second_sampling", metrics["ess_bulk_min"] / sampling)
+    return {
+        "step": step["name"],
+        "action": step.get("action", ""),
+        "method": method,
+        "sampler": metrics.get("sampler") or idata.posterior.attrs.get("sampler", method),
+        "exact": bool(metrics.get("exact", True)),
+        "is_nuts": is_nuts,
+        "program": metrics.get("program", ""),
+        "chains": metrics.get("chains"),
+        "draws": metrics.get("draws_per_chain"),
+        "idata": idata,
+        "ess_per_second": metrics.get("ess_per_second", float("nan")),
+        "ess_per_second_sampling": ess_sampling,
+        "rhat_max": metrics.get("rhat_max"),
+        "metrics": [
+            ("ESS bulk (worst parameter)", metrics.get("ess_bulk_min")),
+            ("ESS tail (worst parameter)", metrics.get("ess_tail_min")),
+            ("R-hat (worst parameter)", metrics.get("rhat_max")),
+            ("wall time (s), all charges included", wall),
+            ("sampling time (s)", sampling),
+            *[(f"charged: {k} (s)", v) for k, v in charged.items()],
+            ("ESS per second, charges included", metrics.get("ess_per_second")),
+            ("ESS per second, sampling only", ess_sampling),
+            ("acceptance (mean)", metrics.get("acceptance", _mean_acceptance(idata))),
+            ("evaluations", metrics.get("evaluations", metrics.get("gradient_evaluations"))),
+            *([("divergences", metrics["divergences"])] if "divergences" in metrics else []),
+        ],
+        "statistics": _kernel_statistics(folder / "statistics.json"),
+        "summary_html": table.head(SUMMARY_ROWS).to_html(classes="summary", float_format=_format, border=0),
+        "summary_truncated": len(table) > SUMMARY_ROWS,
+        "summary_size": len(table),
+        "prefix": prefix,
+        "trace": figures.data_uri(figures.trace_figure(idata)),
+        "rank": figures.data_uri(figures.rank_figure(idata)),
+        "plotted": figures.plotted_coords(idata)[1],
+    }
+
+
+def _compare_with_nuts(sampler: dict[str, Any], nuts: dict[str, Any] | None) -> None:
+    """Ratios to the NUTS step's ESS per second, the bias against its draws, the convergence figure."""
+    sampler["vs_nuts"] = sampler["vs_nuts_sampling"] = sampler["z_max"] = None
+    traces = [{"label": sampler["sampler"], **sampler["prefix"]}]
+    if nuts is not None and nuts is not sampler:
+        sampler["vs_nuts"] = sampler["ess_per_second"] / nuts["ess_per_second"]
+        sampler["vs_nuts_sampling"] = sampler["ess_per_second_sampling"] / nuts["ess_per_second_sampling"]
+        try:
+            z = np.abs(reference_z_scores(sampler["idata"], nuts["idata"]))
+            sampler["z_max"] = float(np.max(z)) if z.size else None
+        except (KeyError, ValueError):  # different parameters: nothing to compare
+            sampler["z_max"] = None
+        traces.append({"label": f"Stan NUTS ({nuts['step']})", "reference": True, **nuts["prefix"]})
+    sampler["convergence"] = figures.data_uri(figures.convergence_figure(traces))
+
+
+def _overview(samplers: list[dict[str, Any]], nuts: dict[str, Any] | None) -> dict[str, Any]:
+    """The summary section's rows, bar chart and joint convergence figure."""
+    if not samplers:
+        return {"rows": [], "bars": None, "convergence": None}
+    traces = [
+        {"label": f"{s['step']}: {s['sampler']}", "reference": s["is_nuts"], **s["prefix"]} for s in samplers
+    ]
+    return {
+        "rows": samplers,
+        "bars": figures.data_uri(figures.ess_per_second_figure(samplers)),
+        "convergence": figures.data_uri(figures.convergence_figure(traces)),
+    }
+
+
+def _nuts_sampling_share(idata) -> float:
+    """The sampling phase's share of a Stan NUTS run's gradient evaluations (its warm-up's is the rest)."""
+    try:
+        kept = float(idata.sample_stats["n_steps"].sum())
+        warmup = float(idata.warmup_sample_stats["n_steps"].sum())
+    except (AttributeError, KeyError):
+        return 1.0
+    return kept / (kept + warmup) if kept + warmup > 0 else 1.0
+
+
+def _mean_acceptance(idata) -> float | None:
+    try:
+        return float(idata.sample_stats["acceptance_rate"].mean())
+    except (AttributeError, KeyError):
+        return None
+
+
+STATISTICS = {  # key in a kernel's summary -> (label, how chains combine)
+    "swap_acceptance": ("swap acceptance per neighbouring pair of levels", "mean"),
+    "communication_barrier": ("communication barrier (sum of swap rejection rates)", "mean"),
+    "round_trips": ("round trips of the hottest and coldest level (all chains)", "sum"),
+    "inner_acceptance": ("inner acceptance per level", "mean"),
+    "tt_acceptance": ("tempered-transition acceptance", "mean"),
+    "betas": ("ladder (beta per level)", "first"),
+    "move_acceptance": ("mark acceptance (moves accepted on the posterior)", "mean"),
+    "cache_hit_fraction": ("cache hits (share of exact evaluations saved)", "mean"),
+    "cache_hits": ("cache hits (all chains)", "sum"),
+    "exact_evaluations": ("exact evaluations (all chains)", "sum"),
+}
+
+
+def _kernel_statistics(path: Path) -> list[tuple[str, Any]]:
+    """Rows of what the kernels and the autoencoder recorded (``statistics.json`` of a sample step)."""
+    if not path.is_file():
+        return []
+    recorded = json.loads(path.read_text())
+    chains = recorded.get("chains", [])
+    rows = []
+    for key, (label, combine) in STATISTICS.items():
+        values = [c[key] for c in chains if c.get(key) is not None]
+        if not values:
+            continue
+        if combine == "first":
+            value = values[0]
+        elif combine == "sum":
+            value = np.sum(values, axis=0)
+        else:
+            value = np.mean(np.asarray(values, dtype=float), axis=0)
+        if np.ndim(value):
+            value = " ".join(_format(v) for v in np.ravel(value))
+        rows.append((label + (" (mean over chains)" if combine == "mean" else ""), value))
+    autoencoder = recorded.get("autoencoder")
+    if autoencoder:
+        reconstruction = autoencoder.get("reconstruction", {})
+        rows += [
+            (
+                "autoencoder: architecture, latent dimension",
+                f"{autoencoder.get('architecture')}, {autoencoder.get('latent_dim')}",
+            ),  # fmt: skip
+            (
+                "autoencoder: epochs, training time (s)",
+                f"{autoencoder.get('epochs')}, {_format(autoencoder.get('training_seconds'))}",
+            ),  # fmt: skip
+            ("reconstruction error (RMSE, standardised scale)", reconstruction.get("rmse")),
+            ("reconstruction: explained variance", reconstruction.get("explained_variance")),
+        ]
+    return rows
+
+
+def _load_study(folder: Path, step: dict[str, Any]) -> dict[str, Any]:
+    """A study step's tables (Markdown columns over the JSON rows; other CSVs) and PNG figures."""
+    tables = []
+    if folder.is_dir():
+        for md in sorted(folder.rglob("*.md")):
+            rows_file = md.with_suffix(".json")
+            if not rows_file.is_file():
+                continue
+            rows = json.loads(rows_file.read_text())
+            if not isinstance(rows, list) or not rows:
+                continue
+            header = md.read_text().splitlines()[0]
+            columns = [c.strip() for c in header.strip("|").split("|")]
+            tables.append(_table(md.relative_to(folder).with_suffix("").as_posix(), columns, rows))
+        for csv_file in sorted(folder.rglob("*.csv")):
+            if csv_file.with_suffix(".md").is_file():
+                continue
+            with open(csv_file, newline="") as handle:
+                rows = list(csv.DictReader(handle))
+            if rows:
+                name = csv_file.relative_to(folder).with_suffix("").as_posix()
+                tables.append(_table(name, list(rows[0]), rows[:CSV_ROWS], total=len(rows)))
+        for js in sorted(folder.rglob("*.json")):
+            if js.with_suffix(".md").is_file():
+                continue
+            value = json.loads(js.read_text())
+            if isinstance(value, dict) and value:
+                flat = _flatten(value)
+                rows = [{"key": k, "value": v} for k, v in flat.items()]
+                tables.append(
+                    _table(js.relative_to(folder).with_suffix("").as_posix(), ["key", "value"], rows)
+                )
+    images = [
+        {"name": p.relative_to(folder).as_posix(), "uri": figures.png_file_uri(p)}
+        for p in sorted(folder.rglob("*.png"))
+    ] if folder.is_dir() else []  # fmt: skip
+    return {"step": step["name"], "action": step.get("action", ""), "tables": tables, "images": images}
+
+
+def _table(name: str, columns: list[str], rows: list[dict], total: int | None = None) -> dict[str, Any]:
+    """A table for the template: formatted cells, approximate samplers' rows marked."""
+    has_exact = "exact" in columns or any("exact" in r for r in rows)
+    return {
+        "name": name,
+        "columns": columns,
+        "rows": [
+            {"cells": [_format(r.get(c, "")) for c in columns], "approximate": _is_false(r.get("exact"))}
+            for r in rows
+        ],
+        "bias_columns": [c for c in columns if c in BIAS_COLUMNS],
+        "marks_approximate": has_exact,
+        "total": total if total is not None else len(rows),
+        "records": rows,
+    }
+
+
+def _study_efficiency_rows(studies: list[dict[str, Any]]) -> dict[str, Any]:
+    """Study rows that carry ESS per second (every field of the study's JSON rows), for the summary."""
+    columns = ["size", "sampler", "settings", "exact", "ess_per_second", "ess_per_second_sampling",
+               "vs_nuts", "vs_nuts_sampling", "rhat_max", "z_max"]  # fmt: skip
+    rows = []
+    for study in studies:
+        for table in study["tables"]:
+            for record in table["records"]:
+                if "sampler" in record and "ess_per_second" in record:
+                    cells = [study["step"], *(_format(record.get(c)) for c in columns)]
+                    rows.append({"cells": cells, "approximate": _is_false(record.get("exact"))})
+    return {"columns": ["step", *columns], "rows": rows}
+
+
+def _flatten(value: dict, prefix: str = "") -> dict[str, Any]:
+    out = {}
+    for key, item in value.items():
+        name = f"{prefix}{key}"
+        if isinstance(item, dict):
+            out.update(_flatten(item, name + "."))
+        elif isinstance(item, list) and len(item) > 12:
+            out[name] = f"{len(item)} values"
+        else:
+            out[name] = item if not isinstance(item, list) else " ".join(_format(v) for v in item)
+    return out
+
+
+def _is_false(value: Any) -> bool:
+    return value is False or (isinstance(value, str) and value.strip().lower() in ("false", "0"))
+
+
+def _format(value: Any) -> str:
+    """A cell: floats to three significant digits, NaN and None blank."""
+    if value is None:
+        return ""
+    if isinstance(value, bool | np.bool_):
+        return str(bool(value))
+    if isinstance(value, float | np.floating):
+        return "" if math.isnan(value) else f"{value:.3g}"
+    if isinstance(value, str) and "." in value:  # a CSV cell
+        try:
+            return _format(float(value))
+        except ValueError:
+            return value
+    return str(value)
+
+
+def _render(context: dict[str, Any]) -> str:
+    from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescape
+
+    environment = Environment(
+        loader=PackageLoader("stanaccel.diagnostics", "templates"),
+        autoescape=select_autoescape(["html", "j2"]),
+        undefined=StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    environment.filters["num"] = _format
+    return environment.get_template("report.html.j2").render(**context)
