@@ -122,8 +122,8 @@ def step_key(step: dict[str, Any], seed: int, context: RunContext, earlier: dict
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-def load(folder: Path, key: str) -> dict[str, Any] | None:
-    """The stored result of a completed step with this key, or None."""
+def load(folder: Path, key: str) -> tuple[dict[str, Any], dict[str, Any]] | None:
+    """The stored result of a completed step with this key and its ``step.json`` record, or None."""
     marker = folder / MARKER
     if not marker.is_file():
         return None
@@ -132,7 +132,7 @@ def load(folder: Path, key: str) -> dict[str, Any] | None:
         if record.get("key") != key:
             return None
         with open(folder / RESULT, "rb") as handle:
-            return pickle.load(handle)
+            return pickle.load(handle), record
     except (OSError, ValueError, pickle.UnpicklingError, EOFError, AttributeError, ImportError):
         return None
 

@@ -117,9 +117,12 @@ def run_workflow(
             print(
                 f"[{workflow.name}] step {step['name']} ({step['action']}): unchanged, loaded from {folder}"
             )
-            context.results[step["name"]] = stored
-            resolved[-1].update(_settings_used(stored))
-            record["steps"].append({**entry, "status": "done", "cached": True, "seconds": 0.0})
+            result, done = stored
+            context.results[step["name"]] = result
+            resolved[-1].update(_settings_used(result))
+            record["steps"].append(
+                {**entry, "status": "done", "cached": True, "seconds": done.get("seconds")}
+            )
             _write(workflow.output / "run.json", record)
             continue
         print(f"[{workflow.name}] step {step['name']} ({step['action']}), seed {seed}", flush=True)
