@@ -187,3 +187,51 @@ def test_interrupted_sample_writes_its_draws_and_exits_130(tmp_path, mvn_program
     assert out.is_file(), output
     draws = az.from_netcdf(str(out)).posterior.sizes["draw"]
     assert draws > 0 and f"interrupted: wrote {out} with {draws} draws per chain" in output
+
+
+KILLED_WORKFLOW = """
+[workflow]
+name = "killed"
+seed = 3
+
+[[steps]]
+name = "data"
+action = "generate"
+generator = "mvn_mean"
+N = 10
+D = 2
+
+[[steps]]
+name = "sample"
+action = "sample"
+method = "mh"
+program = "mvn_mean"
+data = "data"
+chains = 2
+warmup = 100
+draws = 120000
+"""
+
+
+def test_a_killed_workflow_resumes_its_sample_step_to_the_same_draws(tmp_path, mvn_program):
+    """SIGKILL mid-sampling (after the first checkpoints), rerun: the draws of a run never killed."""
+    path = tmp_path / "killed.toml"
+    path.write_text(KILLED_WORKFLOW)
+    killed, whole = tmp_path / "killed", tmp_path / "whole"
+    process = subprocess.Popen([*CLI, "run", str(path), "-o", str(killed), "-q"], stdout=subprocess.DEVNULL)
+    checkpoints = killed / "sample" / "checkpoints" / "chains"
+    deadline = time.monotonic() + 120
+    while len(list(checkpoints.glob("chain-*.pkl"))) < 2 and process.poll() is None:
+        assert time.monotonic() < deadline, "no checkpoint written"
+        time.sleep(0.05)
+    process.send_signal(signal.SIGKILL)
+    assert process.wait() == -signal.SIGKILL, "the step ended before the kill: make it longer"
+    assert not (killed / "sample" / "posterior.nc").exists()
+    for output in (killed, whole):
+        done = subprocess.run(
+            [*CLI, "run", str(path), "-o", str(output), "-q"], capture_output=True, text=True
+        )
+        assert done.returncode == 0, done.stdout + done.stderr
+    ours = az.from_netcdf(str(killed / "sample" / "posterior.nc")).posterior["theta"].values
+    theirs = az.from_netcdf(str(whole / "sample" / "posterior.nc")).posterior["theta"].values
+    assert ours.shape == (2, 120000, 2) and np.array_equal(ours, theirs)

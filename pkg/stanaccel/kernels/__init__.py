@@ -6,7 +6,7 @@ Kernels see log densities, never Stan: a test of a kernel needs no compile.
 from stanaccel.densities import FunctionDensity, safe_log_density, safe_log_density_gradient
 from stanaccel.kernels.compose import Cycle
 from stanaccel.kernels.discretizing_chain import DiscretizingChain, marked_states
-from stanaccel.kernels.driver import FailingDensityWarning, KernelRun, run_chains
+from stanaccel.kernels.driver import CheckpointWarning, FailingDensityWarning, KernelRun, run_chains
 from stanaccel.kernels.hmc import HMC
 from stanaccel.kernels.ladder import (
     Ladder,
@@ -25,6 +25,7 @@ from stanaccel.kernels.tempered_transitions import TemperedTransitions
 __all__ = [
     "HMC",
     "PCN",
+    "CheckpointWarning",
     "Cycle",
     "DiscretizingChain",
     "FailingDensityWarning",

@@ -7,6 +7,12 @@ so its densities' evaluation counters stay exact per chain. Each chain owns a
 ``numpy.random.Generator`` spawned from one seed. Ctrl-C stops every chain and
 keeps the draws made so far.
 
+A long run shows a progress bar per chain (``progress``) and, given a
+``checkpoint`` folder, writes each chain's state, generator state and draws
+there every few seconds and when it stops (:mod:`stanaccel.kernels.checkpoint`);
+the same call after a Ctrl-C, a kill or a crash continues each chain from its
+checkpoint to the same draws as a run never stopped.
+
 A chain whose start point has no defined density stops the run with an
 :class:`~stanaccel.kernels.state.UndefinedStartError` that names the chain.
 A chain whose proposals all fail (the density undefined at each, so every
@@ -22,12 +28,16 @@ import time
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from stanaccel.densities import evaluations, kernel_densities
+from stanaccel.kernels import checkpoint as checkpoints
+from stanaccel.kernels.checkpoint import ChainCheckpoint, fingerprint
 from stanaccel.kernels.state import UndefinedStartError
+from stanaccel.progress import ChainBars
 from stanaccel.results import Result
 
 FAILURES_BEFORE_WARNING = 100
@@ -36,8 +46,16 @@ of its support fails now and then; a hundred failures in a row (a chance of
 about 1e-10 at a failure rate of 0.8) say that the chain cannot move."""
 
 
+CHECKPOINT_SECONDS = 5.0
+"""Seconds between a chain's checkpoints: a kill loses at most this much of each chain's work."""
+
+
 class FailingDensityWarning(RuntimeWarning):
     """A chain's proposals keep failing: the density is undefined at each, so the chain is stuck."""
+
+
+class CheckpointWarning(UserWarning):
+    """A checkpoint was found but not resumed from (another run's, or unreadable)."""
 
 
 def warn_failing(chain: int, failures: int) -> None:
@@ -142,6 +160,10 @@ def run_chains(
     constrain: Callable[[np.ndarray], dict[str, np.ndarray]] | None = None,
     record: Callable | None = None,
     name: str | None = None,
+    progress: bool = False,
+    checkpoint: str | Path | None = None,
+    checkpoint_seconds: float = CHECKPOINT_SECONDS,
+    stop: Callable[[int, int], bool] | None = None,
 ) -> KernelRun:
     """Run chains from ``initial_positions`` (chains, dim) for ``n_draws`` kept draws each.
 
@@ -159,6 +181,27 @@ def run_chains(
     record : callable State -> ndarray, optional
         Something more to keep per draw, in ``KernelRun.recorded`` (chains, draws, ...):
         for example every tempering level, ``stanaccel.kernels.parallel_tempering.all_levels``.
+    name : str, optional
+        The sampler's name in the result and on the progress bars (default: the kernel's class).
+    progress : bool
+        One progress bar per chain (draws per second, time left) on stderr, if it is a terminal.
+    checkpoint : path, optional
+        A folder for each chain's checkpoint (:mod:`stanaccel.kernels.checkpoint`),
+        written every ``checkpoint_seconds`` and when the chain ends or is
+        stopped. Where the folder holds checkpoints of the same run (same
+        chains, draws, thin, dimension, seed, kernel name and start points),
+        each chain continues from its own, to the same draws as a run never
+        stopped; a checkpoint of another run is ignored with a
+        :class:`CheckpointWarning` and overwritten. A resumed run's
+        ``evaluations`` and ``chain_seconds`` count every segment;
+        ``wall_seconds`` counts this call only.
+    checkpoint_seconds : float
+        Seconds between a chain's checkpoints; a chain whose checkpoint takes
+        long to write (many draws, a large dimension) waits ten times its
+        writing time instead, so writing never costs more than a tenth.
+    stop : callable (chain, draws kept) -> bool, optional
+        Asked after each kept draw; True stops every chain as Ctrl-C does
+        (the draws so far are kept, checkpointed, and the run is ``interrupted``).
 
     Raises
     ------
@@ -169,6 +212,18 @@ def run_chains(
     -----
     FailingDensityWarning
         Once per chain, when ``FAILURES_BEFORE_WARNING`` steps in a row fail.
+    CheckpointWarning
+        A checkpoint in ``checkpoint`` is of another run or unreadable; that chain starts afresh.
+
+    Notes
+    -----
+    Every kernel of stanaccel keeps all a chain needs in its ``State``, so a
+    checkpoint restores it exactly. What a kernel object counts over all its
+    chains (``totals`` of the tempering and discretizing kernels) counts this
+    call's steps only after a resume; each chain's own statistics (in its
+    state, what ``summaries`` report) count every segment. A cache of density
+    values starts empty in a resumed run, which changes evaluation counts,
+    never draws.
     """
     starts = np.atleast_2d(np.asarray(initial_positions, dtype=float))
     n_chains = starts.shape[0]
@@ -178,6 +233,7 @@ def run_chains(
     kernels = [factory(c) for c in range(n_chains)] if factory else [kernel_or_factory] * n_chains
     rngs = [np.random.default_rng(s) for s in np.random.SeedSequence(seed).spawn(n_chains)]
     dim = starts.shape[1]
+    label = name or type(kernels[0]).__name__
     positions = np.full((n_chains, n_draws, dim), np.nan)
     stats = {
         k: np.zeros((n_chains, n_draws), dtype=float if k == "p" else bool)
@@ -190,26 +246,76 @@ def run_chains(
     summaries: list = [None] * n_chains
     recorded: list = [[] for _ in range(n_chains)]
     errors: list = [None] * n_chains
-    stop = threading.Event()
+    stopping = threading.Event()
+    folder = Path(checkpoint) if checkpoint is not None else None
+    run_fingerprint = fingerprint(
+        chains=n_chains, n_draws=n_draws, thin=thin, dim=dim, seed=seed, kernel=label, starts=starts
+    )
+    resumes = [_resume(folder, c, run_fingerprint, kernels[c]) for c in range(n_chains)]
 
-    def run_guarded(c: int) -> None:
-        try:
-            run(c)
-        except Exception as exc:  # re-raised in the calling thread below
-            errors[c] = exc
-            stop.set()
+    def run_guarded(chains: list[int]) -> None:
+        for c in chains:
+            if stopping.is_set():
+                return
+            try:
+                run(c)
+            except Exception as exc:  # re-raised in the calling thread below
+                errors[c] = exc
+                stopping.set()
 
     def run(c: int) -> None:
-        kernel, rng = kernels[c], rngs[c]
+        kernel, rng, resumed = kernels[c], rngs[c], resumes[c]
         densities = kernel_densities(kernel)
         before = sum(evaluations(d) for d in densities)
         start = time.perf_counter()
-        try:
-            state = kernel.init(starts[c])
-        except UndefinedStartError as error:
-            raise UndefinedStartError(f"chain {c}: {error}") from error
-        in_a_row, warned = 0, False
-        for d in range(n_draws):
+        earlier_cost, earlier_seconds = 0, 0.0
+        if resumed is None:
+            try:
+                state = kernel.init(starts[c])
+            except UndefinedStartError as error:
+                raise UndefinedStartError(f"chain {c}: {error}") from error
+            in_a_row, warned = 0, False
+        else:
+            state, rng.bit_generator.state = resumed.state, resumed.rng_state
+            done[c] = resumed.done
+            positions[c, : resumed.done] = resumed.positions
+            for k in stats:
+                stats[k][c, : resumed.done] = resumed.statistics[k]
+            recorded[c] = list(resumed.recorded)
+            n_failed[c], in_a_row, warned = (
+                resumed.failed_proposals,
+                resumed.failures_in_a_row,
+                resumed.warned,
+            )
+            earlier_cost, earlier_seconds = resumed.evaluations, resumed.seconds
+
+        def save() -> float:
+            """Write the chain's checkpoint; return the seconds it took."""
+            began = time.perf_counter()
+            kept = int(done[c])
+            checkpoints.save(
+                folder,
+                c,
+                ChainCheckpoint(
+                    fingerprint=run_fingerprint,
+                    done=kept,
+                    state=state,
+                    rng_state=rng.bit_generator.state,
+                    positions=positions[c, :kept].copy(),
+                    statistics={k: v[c, :kept].copy() for k, v in stats.items()},
+                    recorded=list(recorded[c]),
+                    failed_proposals=int(n_failed[c]),
+                    failures_in_a_row=in_a_row,
+                    warned=warned,
+                    evaluations=earlier_cost + sum(evaluations(d) for d in densities) - before,
+                    seconds=earlier_seconds + began - start,
+                ),
+                kernel,
+            )
+            return time.perf_counter() - began
+
+        saved_at, wait, saved = time.perf_counter(), checkpoint_seconds, int(done[c])
+        for d in range(int(done[c]), n_draws):
             for _ in range(thin):
                 state, info = kernel.step(state, rng)
                 n_failed[c] += info.failed
@@ -223,34 +329,43 @@ def run_chains(
             stats["acc"][c, d], stats["p"][c, d] = info.accepted, info.acceptance_probability
             stats["div"][c, d], stats["fail"][c, d] = info.divergent, info.failed
             done[c] = d + 1
-            if stop.is_set():
+            if folder is not None and time.perf_counter() - saved_at >= wait:
+                wait = max(checkpoint_seconds, 10 * save())
+                saved_at, saved = time.perf_counter(), d + 1
+            if stop is not None and stop(c, d + 1):
+                stopping.set()
+            if stopping.is_set():
                 break
-        seconds[c] = time.perf_counter() - start
-        cost[c] = sum(evaluations(d) for d in densities) - before
+        if folder is not None and (done[c] > saved or resumed is None):
+            save()
+        seconds[c] = earlier_seconds + time.perf_counter() - start
+        cost[c] = earlier_cost + sum(evaluations(d) for d in densities) - before
         summaries[c] = kernel.summary(state) if hasattr(kernel, "summary") else None
 
+    # Chains run in worker threads (one per chain with a factory, else one for all in
+    # turn), so this thread only moves the progress bars and takes Ctrl-C: a chain
+    # always ends on a whole draw, which its checkpoint can hold.
+    groups = [[c] for c in range(n_chains)] if factory else [list(range(n_chains))]
+    threads = [threading.Thread(target=run_guarded, args=(g,), daemon=True) for g in groups]
+    bars = ChainBars([n_draws] * n_chains, label, progress, initial=[r.done if r else 0 for r in resumes])
     start = time.perf_counter()
-    interrupted = False
     try:
-        if factory and n_chains > 1:
-            threads = [threading.Thread(target=run_guarded, args=(c,), daemon=True) for c in range(n_chains)]
-            for t in threads:
-                t.start()
-            while any(t.is_alive() for t in threads):
-                time.sleep(0.02)
-        else:
-            for c in range(n_chains):
-                run(c)
+        for t in threads:
+            t.start()
+        while any(t.is_alive() for t in threads):
+            time.sleep(0.02)
+            bars.update(done)
     except KeyboardInterrupt:
-        interrupted = True
-        stop.set()
-        if factory and n_chains > 1:
-            for t in threads:
-                t.join()
+        stopping.set()
+        for t in threads:
+            t.join()
+    finally:
+        bars.close()
     wall = time.perf_counter() - start
     failed = [e for e in errors if e is not None]
     if failed:
         raise failed[0]
+    interrupted = stopping.is_set()
     ran = done > 0 if interrupted else np.ones(n_chains, dtype=bool)
     kept = int(done[ran].min()) if interrupted and ran.any() else (0 if interrupted else n_draws)
     positions = positions[ran, :kept]
@@ -268,9 +383,24 @@ def run_chains(
         chain_seconds=seconds[ran],
         wall_seconds=wall,
         exact=bool(getattr(kernel0, "exact", False)),
-        sampler=name or type(kernel0).__name__,
+        sampler=label,
         summaries=[summary for summary, keep in zip(summaries, ran, strict=True) if keep],
         interrupted=interrupted,
         constrained=constrain(positions) if constrain is not None else None,
         recorded=np.array([r[:kept] for r in recorded]) if record is not None else None,
     )
+
+
+def _resume(folder: Path | None, chain: int, expected: dict, kernel) -> ChainCheckpoint | None:
+    """The chain's checkpoint to continue from, if ``folder`` holds one of this run; else None (warned)."""
+    if folder is None:
+        return None
+    found = checkpoints.load(folder, chain, expected, kernel)
+    if isinstance(found, str):
+        warnings.warn(
+            f"chain {chain}: not resuming: {found}; the chain starts afresh and overwrites it",
+            CheckpointWarning,
+            stacklevel=3,
+        )
+        return None
+    return found

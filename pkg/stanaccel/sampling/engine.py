@@ -231,6 +231,7 @@ def sample(
     progress: bool = True,
     sources: dict[str, str] | str = "settings",
     log: Callable[[str], None] | None = None,
+    checkpoint: str | Path | None = None,
 ) -> SampleResult:
     """Sample a Stan program's posterior with any stanaccel method.
 
@@ -254,6 +255,13 @@ def sample(
         Where the settings came from, for error messages.
     log : callable, optional
         Receives progress lines (``print`` on the command line).
+    checkpoint : path, optional
+        A folder for checkpoints (NUTS warm-up and draws in ``nuts/``, a
+        pilot in ``pilot/``, kernel chains in ``chains/``): the same call
+        after a Ctrl-C or a kill resumes from them to the same draws (see
+        :func:`~stanaccel.kernels.run_chains`, :func:`~stanaccel.stan.sample_nuts`).
+        The autoencoder of a latent method is trained again; its chains resume
+        exactly only if that training is reproducible.
 
     Raises
     ------
@@ -277,16 +285,25 @@ def sample(
     name = source.name
     seeds = spawn_seeds(seed, SEEDS)
     if method == "nuts":
-        return _nuts(config, model, name, seed, seeds, warmup_from, progress, say)
+        return _nuts(config, model, name, seed, seeds, warmup_from, progress, say, checkpoint)
 
     charged: dict[str, float] = {}
-    tuning = warm_up(model, config, seeds, warmup_from, progress, say, charged)
+    tuning = warm_up(model, config, seeds, warmup_from, progress, say, charged, checkpoint)
     if warmup_from is not None and "chains" not in config.user_keys():
         config = config.replace(chains=len(tuning.starts))  # one chain per warm-up chain
     if "beta" in config.needs:
         check_beta_used(model, data, tuning.starts[0])
     return run_sampler(
-        config, model, data, tuning, seed=seed, seeds=seeds, charged=charged, say=say, progress=progress
+        config,
+        model,
+        data,
+        tuning,
+        seed=seed,
+        seeds=seeds,
+        charged=charged,
+        say=say,
+        progress=progress,
+        checkpoint=checkpoint,
     )
 
 
@@ -313,6 +330,7 @@ def run_sampler(
     describe: bool = True,
     say: Callable[[str], None] | None = None,
     progress: bool = False,
+    checkpoint: str | Path | None = None,
 ) -> SampleResult:
     """Run one sampler from a warm-up's tuning: what :func:`sample` does after the warm-up.
 
@@ -335,6 +353,11 @@ def run_sampler(
     describe : bool
         Measure and print each approximation's cost and spread (a study that
         reports them once for all its samplers turns this off).
+    progress : bool
+        A progress bar per chain on stderr, if it is a terminal.
+    checkpoint : path, optional
+        A folder for the chains' checkpoints (``chains/`` in it, ``nuts/`` for
+        latent-nuts), to resume a stopped run to the same draws.
     """
     say = say or (lambda line: None)
     seeds = seeds or spawn_seeds(seed, SEEDS)
@@ -353,7 +376,7 @@ def run_sampler(
         reports["approximations"] = _describe_approximations(factory, tuning, seeds["tuning"], say)
     name = model.name.removesuffix("_model")
     if method == "latent-nuts":
-        run = _latent_nuts(resolved, model, data, maps, tuning, seeds, progress, say)
+        run = _latent_nuts(resolved, model, data, maps, tuning, seeds, progress, say, checkpoint)
         reports["iterations"] = resolved.chains * (resolved.warmup + resolved.draws)  # its warm-up counts too
         return SampleResult(resolved, config.resolve(tuned)[1], run, name, seed, charged, reports)
     step_key = {"pcn": "pcn_step", "ae-pcn": "pcn_step", "ae-hmc": "latent_step_size"}.get(method)
@@ -370,6 +393,8 @@ def run_sampler(
         seed=seeds["chains"],
         constrain=_constrainer(model),
         name=method_label(resolved),
+        progress=progress,
+        checkpoint=_part(checkpoint, "chains"),
     )
     reports["summaries"] = run.summaries
     reports["density_costs"] = [
@@ -378,7 +403,12 @@ def run_sampler(
     return SampleResult(resolved, sources_used, run, name, seed, charged, reports)
 
 
-def _nuts(config, model, name, seed, seeds, warmup_from, progress, say) -> SampleResult:
+def _part(checkpoint: str | Path | None, part: str) -> Path | None:
+    """The checkpoint folder of one part of a run (warm-up, pilot, chains), or None without checkpoints."""
+    return None if checkpoint is None else Path(checkpoint) / part
+
+
+def _nuts(config, model, name, seed, seeds, warmup_from, progress, say, checkpoint=None) -> SampleResult:
     resolved, sources = config.resolve({})
     settings = {
         "draws": resolved.draws,
@@ -394,7 +424,9 @@ def _nuts(config, model, name, seed, seeds, warmup_from, progress, say) -> Sampl
         if "chains" in config.user_keys():
             settings["chains"] = resolved.chains
         say(f"Stan NUTS on {name}: {resolved.draws} draws per chain from an earlier warm-up")
-    fit = sample_nuts(model, warmup_from=warmup_from, progress=progress, **settings)
+    fit = sample_nuts(
+        model, warmup_from=warmup_from, progress=progress, checkpoint=_part(checkpoint, "nuts"), **settings
+    )
     return SampleResult(resolved, sources, fit, name, seed)
 
 
@@ -412,7 +444,7 @@ def read_warmup(source: WarmupState | str | Path | list, model: StanModel) -> Wa
     return WarmupState.from_netcdf(paths[0])
 
 
-def warm_up(model, config, seeds, warmup_from, progress, say, charged) -> Tuning:
+def warm_up(model, config, seeds, warmup_from, progress, say, charged, checkpoint=None) -> Tuning:
     """Stan's NUTS warm-up (or an earlier one) and what it tunes; its time is added to ``charged``."""
     train_from = getattr(config, "train_from", 0.5)
     if warmup_from is None:
@@ -421,7 +453,13 @@ def warm_up(model, config, seeds, warmup_from, progress, say, charged) -> Tuning
             f"{config.warmup} iterations"
         )
         fit = sample_nuts(
-            model, chains=config.chains, warmup=config.warmup, draws=0, seed=seeds["nuts"], progress=progress
+            model,
+            chains=config.chains,
+            warmup=config.warmup,
+            draws=0,
+            seed=seeds["nuts"],
+            progress=progress,
+            checkpoint=_part(checkpoint, "warmup"),
         )
         if fit.interrupted:
             raise KeyboardInterrupt
@@ -440,7 +478,14 @@ def warm_up(model, config, seeds, warmup_from, progress, say, charged) -> Tuning
         if config.method in NEEDS_DRAWS:
             pilot = max(100, config.warmup // 4)
             say(f"pilot: Stan NUTS, {pilot} draws per chain from the earlier warm-up (for {config.method})")
-            fit = sample_nuts(model, warmup_from=state, draws=pilot, seed=seeds["pilot"], progress=progress)
+            fit = sample_nuts(
+                model,
+                warmup_from=state,
+                draws=pilot,
+                seed=seeds["pilot"],
+                progress=progress,
+                checkpoint=_part(checkpoint, "pilot"),
+            )
             if fit.interrupted:
                 raise KeyboardInterrupt
             charged["pilot"] = fit.wall_seconds
@@ -550,7 +595,7 @@ def _tune_step(factory, model, data, tuning, config, seed, charged, say) -> floa
     return step
 
 
-def _latent_nuts(config, model, data, maps, tuning, seeds, progress, say) -> KernelRun:
+def _latent_nuts(config, model, data, maps, tuning, seeds, progress, say, checkpoint=None) -> KernelRun:
     """Stan's NUTS on the user's latent program (decoder weights as data), its draws decoded."""
     from stanaccel.latent import decoder_data
 
@@ -565,6 +610,7 @@ def _latent_nuts(config, model, data, maps, tuning, seeds, progress, say) -> Ker
         inits=starts,
         seed=seeds["chains"],
         progress=progress,
+        checkpoint=_part(checkpoint, "latent-nuts"),
     )
     positions = maps.decode(fit.draws_unconstrained)
     steps = fit.sample_stats["n_steps"]

@@ -4,7 +4,13 @@ Each chain runs Stan's ``hmc_nuts_{diag,dense}_e[_adapt]`` service in its own
 thread (the bridge releases the GIL), with in-memory writers, so several
 chains run in parallel and return NumPy arrays. Chain ``c`` uses Stan's RNG
 stream ``(seed, c + 1)``, as CmdStan does, so a seed reproduces a run
-exactly. Ctrl-C stops every chain and keeps the draws made so far.
+exactly. Ctrl-C stops every chain and keeps the draws made so far. Each chain
+has a progress bar (iterations per second, time left) on a terminal.
+
+Given a ``checkpoint`` folder, a run is made resumable: each chain's warm-up
+and then its sampling in chunks are checkpointed as they end, and the same
+call after a Ctrl-C or a kill continues from them to the same draws
+(:mod:`stanaccel.stan.chunks`).
 """
 
 from __future__ import annotations
@@ -19,7 +25,9 @@ from typing import Any
 
 import numpy as np
 
+from stanaccel.progress import ChainBars
 from stanaccel.results import Result
+from stanaccel.stan.chunks import CHUNK_DRAWS, chunked_chains
 from stanaccel.stan.errors import StanEvaluationError
 from stanaccel.stan.model import StanModel, Variables, unflatten
 
@@ -285,6 +293,8 @@ def sample_nuts(
     inv_metric: np.ndarray | None = None,
     warmup_from: WarmupState | str | Path | None = None,
     progress: bool = True,
+    checkpoint: str | Path | None = None,
+    checkpoint_draws: int = CHUNK_DRAWS,
     **settings: Any,
 ) -> NutsFit:
     """Run Stan's NUTS on a model, several chains in parallel threads.
@@ -309,7 +319,18 @@ def sample_nuts(
         sizes, inverse metrics, metric type and last points; unless given
         otherwise, no further warm-up and one chain per warm-up chain.
     progress : bool
-        Show a progress bar (tqdm) on stderr.
+        Show a progress bar (tqdm) per chain on stderr, if it is a terminal.
+    checkpoint : path, optional
+        A folder for each chain's checkpoint: its warm-up when it ends, then
+        its draws every ``checkpoint_draws`` kept draws. A run given a folder
+        with checkpoints of the same run (same settings, inits and metrics)
+        continues from them to the same draws as a run never stopped. The
+        sampling then runs in chunks, each seeded from ``(seed, chain,
+        chunk)``, so its draws differ from an unchunked run's with the same
+        seed (the warm-up's do not); see :mod:`stanaccel.stan.chunks`.
+        ``chain_seconds`` count every segment, ``wall_seconds`` this call.
+    checkpoint_draws : int
+        Kept draws per chunk: what a kill can lose of each chain's sampling.
     **settings
         Fields of :class:`NutsSettings` (``chains``, ``warmup``, ``draws``,
         ``seed``, ``metric``, ``adapt``, ``step_size``, ``delta``, ...).
@@ -340,10 +361,15 @@ def sample_nuts(
     init_texts = _init_texts(model, inits, config.chains)
     metrics = _initial_metrics(model.dim, inv_metric, config)
     metric_texts = [json.dumps({"inv_metric": m.tolist()}) for m in metrics]
-    runs = []
-    for c in range(config.chains):
-        chain_settings = _chain_settings(config, c, init_texts[c], metric_texts[c], step_sizes[c])
-        runs.append(model.program.module.NutsChain(model._model, chain_settings))
+    if checkpoint is not None:
+        runs = chunked_chains(
+            model, config, init_texts, metrics, step_sizes, Path(checkpoint), checkpoint_draws
+        )
+    else:
+        runs = []
+        for c in range(config.chains):
+            chain_settings = _chain_settings(config, c, init_texts[c], metric_texts[c], step_sizes[c])
+            runs.append(model.program.module.NutsChain(model._model, chain_settings))
     start = time.perf_counter()
     threads = [threading.Thread(target=run.run, daemon=True) for run in runs]
     for thread in threads:
@@ -361,18 +387,18 @@ def sample_nuts(
 
 
 def _wait(runs: list, threads: list[threading.Thread], config: NutsSettings, progress: bool) -> bool:
-    """Show progress until every chain ends; on Ctrl-C stop them all and return True."""
-    total = config.chains * (config.warmup + config.draws)
-    bar = None
-    if progress:
-        from tqdm.auto import tqdm
-
-        bar = tqdm(total=total, desc=f"NUTS {config.chains} chains", unit="it", leave=False)
+    """Show each chain's progress until every chain ends; on Ctrl-C stop them all and return True."""
+    bars = ChainBars(
+        [config.warmup + config.draws] * config.chains,
+        "NUTS",
+        progress,
+        initial=[r.iterations() for r in runs],
+        unit="it",
+    )
     try:
         while any(t.is_alive() for t in threads):
             time.sleep(0.05)
-            if bar is not None:
-                bar.update(sum(r.iterations() for r in runs) - bar.n)
+            bars.update([r.iterations() for r in runs])
         return False
     except KeyboardInterrupt:
         for run in runs:
@@ -381,8 +407,7 @@ def _wait(runs: list, threads: list[threading.Thread], config: NutsSettings, pro
             t.join()
         return True
     finally:
-        if bar is not None:
-            bar.close()
+        bars.close()
 
 
 def _chain_settings(config: NutsSettings, chain: int, init: str, metric: str, step_size: float) -> dict:

@@ -42,6 +42,16 @@ class RunContext:
         sequence = np.random.SeedSequence([self.workflow.seed, zlib.crc32(step["name"].encode())])
         return int(sequence.generate_state(1)[0])
 
+    def checkpoints(self, step: dict[str, Any]) -> Path:
+        """The step's checkpoint folder, ``<output>/<step name>/checkpoints`` (created here).
+
+        A long step writes its chains' checkpoints there; ``stanaccel run`` on the
+        same workflow after a Ctrl-C or a kill resumes the step from them.
+        """
+        folder = self.output / step["name"] / "checkpoints"
+        folder.mkdir(parents=True, exist_ok=True)
+        return folder
+
     def result(self, step: dict[str, Any], key: str) -> dict[str, Any]:
         """The output of the earlier step named by ``step[key]``."""
         name = step.get(key)

@@ -127,6 +127,7 @@ def sample_step(step: dict[str, Any], context: RunContext, seed: int) -> dict[st
         progress=context.progress,
         sources=where,
         log=lambda line: print(f"  {line}", flush=True),
+        checkpoint=context.checkpoints(step),
     )
     folder = context.output / step["name"]
     folder.mkdir(parents=True, exist_ok=True)

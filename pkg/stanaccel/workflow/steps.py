@@ -95,7 +95,7 @@ def nuts_step(step: dict[str, Any], context: RunContext, seed: int) -> dict[str,
     plan = NutsSettings(**settings)
     lengths = f"{plan.chains} chains x ({plan.warmup} warm-up + {plan.draws}) iterations"
     print(f"  NUTS on {model.name}: {lengths}", flush=True)
-    fit = sample_nuts(model, progress=context.progress, **settings)
+    fit = sample_nuts(model, progress=context.progress, checkpoint=context.checkpoints(step), **settings)
     idata = to_inference_data(fit)
     folder = _folder(context, step)
     idata.to_netcdf(str(folder / "posterior.nc"))
