@@ -14,16 +14,21 @@ from pathlib import Path
 from typing import Any
 
 
-def write_pickle(path: Path, value: Any) -> None:
-    """Pickle ``value`` to ``path`` atomically, creating its folder."""
+def write_bytes(path: Path, payload: bytes) -> None:
+    """Write ``payload`` to ``path`` atomically, creating its folder."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     with open(temporary, "wb") as file:
-        pickle.dump(value, file, protocol=pickle.HIGHEST_PROTOCOL)
+        file.write(payload)
         file.flush()
         os.fsync(file.fileno())
     os.replace(temporary, path)
+
+
+def write_pickle(path: Path, value: Any) -> None:
+    """Pickle ``value`` to ``path`` atomically, creating its folder."""
+    write_bytes(path, pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL))
 
 
 def read_pickle(path: Path) -> Any:

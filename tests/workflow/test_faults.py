@@ -1,6 +1,7 @@
 """Nothing lost under faults: unwritable outputs, Ctrl-C in real subprocesses, continuing a saved run."""
 
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -209,7 +210,7 @@ program = "mvn_mean"
 data = "data"
 chains = 2
 warmup = 100
-draws = 120000
+draws = 20000
 """
 
 
@@ -218,7 +219,10 @@ def test_a_killed_workflow_resumes_its_sample_step_to_the_same_draws(tmp_path, m
     path = tmp_path / "killed.toml"
     path.write_text(KILLED_WORKFLOW)
     killed, whole = tmp_path / "killed", tmp_path / "whole"
-    process = subprocess.Popen([*CLI, "run", str(path), "-o", str(killed), "-q"], stdout=subprocess.DEVNULL)
+    often = {**os.environ, "STANACCEL_CHECKPOINT_SECONDS": "0.2"}
+    process = subprocess.Popen(
+        [*CLI, "run", str(path), "-o", str(killed), "-q"], stdout=subprocess.DEVNULL, env=often
+    )
     checkpoints = killed / "sample" / "checkpoints" / "chains"
     deadline = time.monotonic() + 120
     while len(list(checkpoints.glob("chain-*.pkl"))) < 2 and process.poll() is None:
@@ -229,9 +233,10 @@ def test_a_killed_workflow_resumes_its_sample_step_to_the_same_draws(tmp_path, m
     assert not (killed / "sample" / "posterior.nc").exists()
     for output in (killed, whole):
         done = subprocess.run(
-            [*CLI, "run", str(path), "-o", str(output), "-q"], capture_output=True, text=True
+            [*CLI, "run", str(path), "-o", str(output), "-q"], capture_output=True, text=True, env=often
         )
         assert done.returncode == 0, done.stdout + done.stderr
+        assert ("resumed from checkpoints" in done.stdout) == (output == killed)
     ours = az.from_netcdf(str(killed / "sample" / "posterior.nc")).posterior["theta"].values
     theirs = az.from_netcdf(str(whole / "sample" / "posterior.nc")).posterior["theta"].values
-    assert ours.shape == (2, 120000, 2) and np.array_equal(ours, theirs)
+    assert ours.shape == (2, 20000, 2) and np.array_equal(ours, theirs)

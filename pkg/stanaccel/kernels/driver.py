@@ -23,6 +23,7 @@ chain, with a :class:`FailingDensityWarning`.
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 import warnings
@@ -47,7 +48,9 @@ about 1e-10 at a failure rate of 0.8) say that the chain cannot move."""
 
 
 CHECKPOINT_SECONDS = 5.0
-"""Seconds between a chain's checkpoints: a kill loses at most this much of each chain's work."""
+"""Seconds between a chain's checkpoints: a kill loses at most this much of each chain's work.
+``$STANACCEL_CHECKPOINT_SECONDS`` overrides it where ``run_chains`` is not called directly
+(a workflow step, ``stanaccel sample``)."""
 
 
 class FailingDensityWarning(RuntimeWarning):
@@ -94,6 +97,8 @@ class KernelRun(Result):
     summaries : list
         Each chain's kernel summary (tempering diagnostics), if the kernel has one.
     interrupted : bool
+    resumed_draws : ndarray (chains,)
+        Draws each chain took from its checkpoint (0: it started afresh).
     """
 
     positions: np.ndarray
@@ -111,6 +116,7 @@ class KernelRun(Result):
     interrupted: bool = False
     constrained: dict[str, np.ndarray] | None = None
     recorded: np.ndarray | None = None
+    resumed_draws: np.ndarray | None = None
 
     def draws(self, *, concat_chains: bool = False) -> np.ndarray:
         """The draws as one array: (chains, draws, n), or (chains * draws, n) with ``concat_chains``.
@@ -162,7 +168,7 @@ def run_chains(
     name: str | None = None,
     progress: bool = False,
     checkpoint: str | Path | None = None,
-    checkpoint_seconds: float = CHECKPOINT_SECONDS,
+    checkpoint_seconds: float | None = None,
     stop: Callable[[int, int], bool] | None = None,
 ) -> KernelRun:
     """Run chains from ``initial_positions`` (chains, dim) for ``n_draws`` kept draws each.
@@ -195,8 +201,9 @@ def run_chains(
         :class:`CheckpointWarning` and overwritten. A resumed run's
         ``evaluations`` and ``chain_seconds`` count every segment;
         ``wall_seconds`` counts this call only.
-    checkpoint_seconds : float
-        Seconds between a chain's checkpoints; a chain whose checkpoint takes
+    checkpoint_seconds : float, optional
+        Seconds between a chain's checkpoints (default ``$STANACCEL_CHECKPOINT_SECONDS``,
+        else :data:`CHECKPOINT_SECONDS`); a chain whose checkpoint takes
         long to write (many draws, a large dimension) waits ten times its
         writing time instead, so writing never costs more than a tenth.
     stop : callable (chain, draws kept) -> bool, optional
@@ -225,6 +232,8 @@ def run_chains(
     values starts empty in a resumed run, which changes evaluation counts,
     never draws.
     """
+    if checkpoint_seconds is None:
+        checkpoint_seconds = float(os.environ.get("STANACCEL_CHECKPOINT_SECONDS", CHECKPOINT_SECONDS))
     starts = np.atleast_2d(np.asarray(initial_positions, dtype=float))
     n_chains = starts.shape[0]
     factory = (
@@ -388,6 +397,7 @@ def run_chains(
         interrupted=interrupted,
         constrained=constrain(positions) if constrain is not None else None,
         recorded=np.array([r[:kept] for r in recorded]) if record is not None else None,
+        resumed_draws=np.array([0 if r is None else r.done for r in resumes])[ran],
     )
 
 

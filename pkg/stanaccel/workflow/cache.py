@@ -21,16 +21,15 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import pickle
 import shutil
-import tempfile
 import warnings
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from stanaccel.atomic import write_bytes
 from stanaccel.workflow.context import RunContext
 
 MARKER = "step.json"
@@ -161,17 +160,6 @@ def store(folder: Path, key: str, result: dict[str, Any], record: dict[str, Any]
             stacklevel=2,
         )
         return False
-    _write_atomic(folder / RESULT, payload)
-    _write_atomic(folder / MARKER, json.dumps({"key": key, **record}, indent=2).encode())
+    write_bytes(folder / RESULT, payload)
+    write_bytes(folder / MARKER, json.dumps({"key": key, **record}, indent=2).encode())
     return True
-
-
-def _write_atomic(path: Path, payload: bytes) -> None:
-    handle, temp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
-    try:
-        with os.fdopen(handle, "wb") as out:
-            out.write(payload)
-        os.replace(temp, path)
-    except BaseException:
-        Path(temp).unlink(missing_ok=True)
-        raise

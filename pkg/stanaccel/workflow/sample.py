@@ -131,6 +131,9 @@ def sample_step(step: dict[str, Any], context: RunContext, seed: int) -> dict[st
     )
     folder = context.output / step["name"]
     folder.mkdir(parents=True, exist_ok=True)
+    resumed = getattr(result.run, "resumed_draws", None)
+    if resumed is not None and resumed.any():
+        print(f"  resumed from checkpoints: draws per chain taken from them {resumed.tolist()}")
     written, metrics = write_result(result, folder / "posterior.nc", folder / "metrics.json")
     if metrics is None:
         print(f"  interrupted: wrote {written}")
