@@ -99,7 +99,7 @@ def test_workflow_run_is_reproducible_and_writes_its_outputs(tmp_path, gp_progra
 
 def test_quickstart_workflow_parses():
     workflow = load_workflow("workflows/quickstart.toml")
-    assert [s["action"] for s in workflow.steps] == ["generate", "nuts"]
+    assert [s["action"] for s in workflow.steps] == ["generate", "nuts", "sample", "report"]
 
 
 @pytest.mark.parametrize(
