@@ -142,6 +142,7 @@ def run_chains(
     constrain: Callable[[np.ndarray], dict[str, np.ndarray]] | None = None,
     record: Callable | None = None,
     name: str | None = None,
+    chain_seeds: list[np.random.SeedSequence] | None = None,
 ) -> KernelRun:
     """Run chains from ``initial_positions`` (chains, dim) for ``n_draws`` kept draws each.
 
@@ -159,6 +160,10 @@ def run_chains(
     record : callable State -> ndarray, optional
         Something more to keep per draw, in ``KernelRun.recorded`` (chains, draws, ...):
         for example every tempering level, ``stanaccel.kernels.parallel_tempering.all_levels``.
+    chain_seeds : list of SeedSequence, optional
+        One per chain, instead of spawning them from ``seed``: chain c of a run
+        alone, seeded ``SeedSequence(seed).spawn(chains)[c]``, draws exactly
+        what chain c of the whole run does (chains run elsewhere, one per task).
 
     Raises
     ------
@@ -176,7 +181,10 @@ def run_chains(
         kernel_or_factory if callable(kernel_or_factory) and not hasattr(kernel_or_factory, "step") else None
     )
     kernels = [factory(c) for c in range(n_chains)] if factory else [kernel_or_factory] * n_chains
-    rngs = [np.random.default_rng(s) for s in np.random.SeedSequence(seed).spawn(n_chains)]
+    sequences = np.random.SeedSequence(seed).spawn(n_chains) if chain_seeds is None else chain_seeds
+    if len(sequences) != n_chains:
+        raise ValueError(f"{len(sequences)} chain seeds for {n_chains} chains")
+    rngs = [np.random.default_rng(s) for s in sequences]
     dim = starts.shape[1]
     positions = np.full((n_chains, n_draws, dim), np.nan)
     stats = {

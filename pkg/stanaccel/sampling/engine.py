@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -25,6 +26,7 @@ from typing import Any
 import numpy as np
 
 from stanaccel.approx import KeepConstants
+from stanaccel.executors import Executor, SerialExecutor, check_spec, executor_from
 from stanaccel.kernels import KernelRun, run_chains
 from stanaccel.programs import program_path
 from stanaccel.results import Result
@@ -37,6 +39,7 @@ from stanaccel.sampling.program import (
     describe_approximation,
     prepare_data,
 )
+from stanaccel.sampling.tasks import run_chains_on
 from stanaccel.seeds import spawn_seeds
 from stanaccel.stan import CompiledProgram, StanModel, compile_program
 from stanaccel.stan.nuts import NutsFit, WarmupState, sample_nuts
@@ -228,6 +231,7 @@ def sample(
     progress: bool = True,
     sources: dict[str, str] | str = "settings",
     log: Callable[[str], None] | None = None,
+    executor: Executor | str | None = None,
 ) -> SampleResult:
     """Sample a Stan program's posterior with any stanaccel method.
 
@@ -251,6 +255,10 @@ def sample(
         Where the settings came from, for error messages.
     log : callable, optional
         Receives progress lines (``print`` on the command line).
+    executor : Executor or str, optional
+        Where the chains run (:func:`stanaccel.executors.executor_from`: an
+        Executor, or a text such as ``"dask:local:2"``; a text's executor is
+        closed at the end); default: in this process. See :func:`run_sampler`.
 
     Raises
     ------
@@ -265,6 +273,8 @@ def sample(
     """
     say = log or (lambda line: None)
     config = make_config(method, settings, sources)
+    if isinstance(executor, str):
+        check_spec(executor)  # a mistake found before the warm-up, not after
     if isinstance(program, StanModel) and data is None:
         data = json.loads(program.data_json)
     source = Program.of(_program_file(program))
@@ -282,9 +292,21 @@ def sample(
         config = config.replace(chains=len(tuning.starts))  # one chain per warm-up chain
     if "beta" in config.needs:
         check_beta_used(model, data, tuning.starts[0])
-    return run_sampler(
-        config, model, data, tuning, seed=seed, seeds=seeds, charged=charged, say=say, progress=progress
-    )
+    with _executor(executor) as chosen:
+        return run_sampler(
+            config, model, data, tuning, seed=seed, seeds=seeds, charged=charged, say=say, progress=progress,
+            executor=chosen,
+        )  # fmt: skip
+
+
+@contextmanager
+def _executor(spec: Executor | str | None):
+    """The executor ``spec`` names, closed on leaving if it was made here (not a caller's own)."""
+    if spec is None or isinstance(spec, Executor):
+        yield spec
+        return
+    with executor_from(spec) as made:
+        yield made
 
 
 @dataclass
@@ -310,6 +332,7 @@ def run_sampler(
     describe: bool = True,
     say: Callable[[str], None] | None = None,
     progress: bool = False,
+    executor: Executor | None = None,
 ) -> SampleResult:
     """Run one sampler from a warm-up's tuning: what :func:`sample` does after the warm-up.
 
@@ -332,6 +355,12 @@ def run_sampler(
     describe : bool
         Measure and print each approximation's cost and spread (a study that
         reports them once for all its samplers turns this off).
+    executor : Executor, optional
+        Where the chains run, one task each (:mod:`stanaccel.sampling.tasks`),
+        with the same draws as a local run of the same seed. Default (or a
+        :class:`~stanaccel.executors.SerialExecutor`): in this process, in
+        threads. The warm-up, tuning and autoencoder training run here; so
+        does ``latent-nuts`` (Stan's NUTS runs its chains in threads of one process).
     """
     say = say or (lambda line: None)
     seeds = seeds or spawn_seeds(seed, SEEDS)
@@ -360,16 +389,24 @@ def run_sampler(
     factory.config = resolved
     starts = _starts(tuning.starts, resolved.chains)
     say(f"{method_label(resolved)}: {resolved.chains} chains x {resolved.draws} draws")
-    run = run_chains(
-        factory,
-        starts,
-        resolved.draws,
-        seed=seeds["chains"],
-        constrain=_constrainer(model),
-        name=method_label(resolved),
-    )
+    if executor is None or isinstance(executor, SerialExecutor):
+        run = run_chains(
+            factory,
+            starts,
+            resolved.draws,
+            seed=seeds["chains"],
+            constrain=_constrainer(model),
+            name=method_label(resolved),
+        )
+        densities = factory.densities
+    else:
+        say(f"chains on {executor!r}")
+        run, densities = run_chains_on(
+            executor, factory, starts, resolved.draws, seed=seeds["chains"], name=method_label(resolved),
+            constrain=_constrainer(model),
+        )  # fmt: skip
     reports["summaries"] = run.summaries
-    reports["densities"] = factory.densities
+    reports["densities"] = densities
     return SampleResult(resolved, sources_used, run, name, seed, charged, reports)
 
 

@@ -13,6 +13,8 @@ from typing import Any
 
 import numpy as np
 
+from stanaccel.executors import Executor, SerialExecutor
+
 
 @dataclass
 class Workflow:
@@ -23,16 +25,22 @@ class Workflow:
     output: Path
     steps: list[dict[str, Any]]
     source: Path | None = None
+    executor: str | None = None
 
 
 @dataclass
 class RunContext:
-    """What steps share: the workflow, its output folder and earlier steps' outputs."""
+    """What steps share: the workflow, its output folder, earlier steps' outputs, and the executor.
+
+    ``executor`` (:mod:`stanaccel.executors`) runs the independent sampler
+    runs of a study and the chains of a ``sample`` step; serial by default.
+    """
 
     workflow: Workflow
     output: Path
     results: dict[str, dict[str, Any]] = field(default_factory=dict)
     progress: bool = True
+    executor: Executor = field(default_factory=SerialExecutor)
 
     def step_seed(self, step: dict[str, Any]) -> int:
         """The step's own ``seed``, else one derived from the workflow seed and the step name."""

@@ -1,8 +1,10 @@
 """Load a workflow file and run its steps, each step's output feeding later ones.
 
 A workflow file (TOML) has a ``[workflow]`` table (``name``, ``seed``,
-``output``) and a list of ``[[steps]]``, each with a unique ``name`` and an
-``action`` from :data:`stanaccel.workflow.steps.ACTIONS`. A step refers to an
+``output``, and ``executor``: where independent sampler runs go, see
+:func:`stanaccel.executors.executor_from`) and a list of ``[[steps]]``,
+each with a unique ``name`` and an ``action`` from
+:data:`stanaccel.workflow.steps.ACTIONS`. A step refers to an
 earlier step's output by that step's name (for example ``data = "data"``).
 Every step gets a seed derived from the workflow seed and its name unless it
 sets ``seed``, so a workflow file reproduces its run exactly. The output
@@ -24,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from stanaccel.diagnostics.files import check_writable
+from stanaccel.executors import Executor, check_spec, executor_from
 from stanaccel.workflow.context import RunContext, Workflow
 from stanaccel.workflow.interrupts import InterruptWatch, WorkflowInterrupted
 from stanaccel.workflow.steps import ACTIONS
@@ -55,7 +58,9 @@ def load_workflow(path: str | Path, *, output: str | Path | None = None) -> Work
     name = head.get("name", path.stem)
     out = Path(output) if output is not None else Path(head.get("output", f"output/{name}"))
     seed, steps = head.get("seed", 0), config["steps"]
-    return Workflow(name=name, seed=seed, output=out, steps=steps, source=path.resolve())
+    return Workflow(
+        name=name, seed=seed, output=out, steps=steps, source=path.resolve(), executor=head.get("executor")
+    )
 
 
 def run_workflow(
@@ -64,11 +69,15 @@ def run_workflow(
     output: str | Path | None = None,
     seed: int | None = None,
     progress: bool = True,
+    executor: Executor | str | None = None,
 ) -> RunContext:
     """Run every step in order; return the context holding each step's outputs.
 
-    ``output`` and ``seed`` override the file's ``[workflow]`` values (every
-    step's seed derives from the workflow seed unless the step sets its own).
+    ``output``, ``seed`` and ``executor`` override the file's ``[workflow]``
+    values (every step's seed derives from the workflow seed unless the step
+    sets its own). An executor named by text (here or in the file) is started
+    before the first step and closed after the last; an Executor passed in is
+    the caller's to close. The results do not depend on the executor.
     """
     if not isinstance(workflow, Workflow):
         workflow = load_workflow(workflow, output=output)
@@ -78,13 +87,26 @@ def run_workflow(
         if not 0 <= int(seed) < 2**63:
             raise ValueError(f"seed must be a non-negative integer below 2**63, not {seed}")
         workflow.seed = int(seed)
+    if executor is None:
+        executor = workflow.executor
+    if isinstance(executor, str):
+        check_spec(executor)
     check_writable(workflow.output / "run.json")
     if workflow.source is not None:
         shutil.copyfile(workflow.source, workflow.output / "workflow.toml")
-    context = RunContext(workflow, workflow.output, progress=progress)
+    if isinstance(executor, Executor):
+        return _run_steps(
+            workflow, RunContext(workflow, workflow.output, progress=progress, executor=executor)
+        )
+    with executor_from(executor) as made:
+        return _run_steps(workflow, RunContext(workflow, workflow.output, progress=progress, executor=made))
+
+
+def _run_steps(workflow: Workflow, context: RunContext) -> RunContext:
     record: dict[str, Any] = {
         "workflow": workflow.name,
         "seed": workflow.seed,
+        "executor": repr(context.executor),
         "versions": _versions(),
         "status": "running",
         "steps": [],

@@ -5,8 +5,9 @@ step's program), ``data`` (an earlier step or a Stan JSON file), ``method``
 (default ``nuts``), ``warmup_from`` (an earlier ``nuts`` step or ``sample``
 step with method ``nuts``, a netCDF file, or a list of CmdStan CSV files), and the method's settings
 (``stanaccel.sampling.keys(method)``), the same keys as ``--set`` on the
-command line. Writes ``posterior.nc`` (InferenceData with the settings used
-and ``exact`` in its attributes), ``metrics.json`` and ``summary.txt``.
+command line. The chains run on the workflow's executor. Writes
+``posterior.nc`` (InferenceData with the settings used and ``exact`` in its
+attributes), ``metrics.json`` and ``summary.txt``.
 """
 
 from __future__ import annotations
@@ -122,6 +123,7 @@ def sample_step(step: dict[str, Any], context: RunContext, seed: int) -> dict[st
         progress=context.progress,
         sources=where,
         log=lambda line: print(f"  {line}", flush=True),
+        executor=context.executor,
     )
     folder = context.output / step["name"]
     folder.mkdir(parents=True, exist_ok=True)
