@@ -23,6 +23,11 @@ from pathlib import Path
 INTERRUPTED = 130
 BAD_INPUT = 2
 NUTS_DEFAULTS = {"chains": 4, "warmup": 1000}
+EXECUTOR_HELP = (
+    "serial (default), threads[:N], processes[:N], dask:local[:N] (a local Dask cluster of N processes) "
+    "or dask:ADDRESS (a running scheduler, such as dask:tcp://host:8786; pip install "
+    "'stanaccel[distributed]'); the draws are the same on each"
+)
 
 
 def _nuts(args: argparse.Namespace) -> int:
@@ -103,6 +108,7 @@ def _sample(args: argparse.Namespace) -> int:
         progress=not args.quiet,
         sources=sources,
         log=lambda line: print(f"stanaccel sample: {line}", file=sys.stderr, flush=True),
+        executor=args.executor,
     )
     written, metrics = write_result(result, output)
     if written != output:
@@ -167,6 +173,7 @@ def _run(args: argparse.Namespace) -> int:
             seed=args.seed,
             progress=not args.quiet,
             cache=False if args.recompute else None,
+            executor=args.executor,
         )
     except WorkflowInterrupted as stop:
         print(f"interrupted: {stop}", file=sys.stderr)
@@ -315,6 +322,7 @@ def build_parser() -> argparse.ArgumentParser:
     sample.add_argument(
         "--output", "-o", help="netCDF file for the InferenceData (default: PROGRAM-METHOD.nc)"
     )
+    sample.add_argument("--executor", metavar="SPEC", help=f"where the chains run: {EXECUTOR_HELP}")
     sample.add_argument("--quiet", "-q", action="store_true", help="no progress bars")
     sample.set_defaults(func=_sample)
 
@@ -331,6 +339,12 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--output", "-o", help="output folder (default: the file's [workflow] output)")
     run.add_argument(
         "--seed", type=int, help="workflow seed, from which each step's derives (default: the file's)"
+    )
+    run.add_argument(
+        "--executor",
+        metavar="SPEC",
+        help=f"where the studies' sampler runs and sample steps' chains go: {EXECUTOR_HELP} "
+        "(default: the file's [workflow] executor, else serial)",
     )
     run.add_argument("--quiet", "-q", action="store_true", help="no progress bars")
     run.add_argument(
@@ -366,6 +380,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    from stanaccel.executors import MissingExtraError
     from stanaccel.stan.compiler import enable_build_messages
     from stanaccel.stan.errors import StanError
 
@@ -373,7 +388,7 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         return args.func(args)
-    except (StanError, FileNotFoundError, ValueError, OSError) as exc:
+    except (StanError, FileNotFoundError, ValueError, OSError, MissingExtraError) as exc:
         print(f"stanaccel {args.command}: error: {exc}", file=sys.stderr)
         return BAD_INPUT
     except KeyboardInterrupt:

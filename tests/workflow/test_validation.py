@@ -37,7 +37,11 @@ STEP = "step 'bad' "
 BAD = {
     "misspelt [workflow] key": (
         HEAD.replace("seed = 4", 'seed = 4\noutptu = "elsewhere"'),
-        ["[workflow] unknown key 'outptu'", "allowed: cache, name, output, seed", "did you mean 'output'?"],
+        [
+            "[workflow] unknown key 'outptu'",
+            "allowed: cache, executor, name, output, seed",
+            "did you mean 'output'?",
+        ],
     ),
     "bad generate key": (
         HEAD + GENERATE + "N = 20\nDD = 2\n",

@@ -170,6 +170,7 @@ def run_chains(
     checkpoint: str | Path | None = None,
     checkpoint_seconds: float | None = None,
     stop: Callable[[int, int], bool] | None = None,
+    chain_seeds: list[np.random.SeedSequence] | None = None,
 ) -> KernelRun:
     """Run chains from ``initial_positions`` (chains, dim) for ``n_draws`` kept draws each.
 
@@ -209,6 +210,10 @@ def run_chains(
     stop : callable (chain, draws kept) -> bool, optional
         Asked after each kept draw; True stops every chain as Ctrl-C does
         (the draws so far are kept, checkpointed, and the run is ``interrupted``).
+    chain_seeds : list of SeedSequence, optional
+        One per chain, instead of spawning them from ``seed``: chain c of a run
+        alone, seeded ``SeedSequence(seed).spawn(chains)[c]``, draws exactly
+        what chain c of the whole run does (chains run elsewhere, one per task).
 
     Raises
     ------
@@ -240,7 +245,10 @@ def run_chains(
         kernel_or_factory if callable(kernel_or_factory) and not hasattr(kernel_or_factory, "step") else None
     )
     kernels = [factory(c) for c in range(n_chains)] if factory else [kernel_or_factory] * n_chains
-    rngs = [np.random.default_rng(s) for s in np.random.SeedSequence(seed).spawn(n_chains)]
+    sequences = np.random.SeedSequence(seed).spawn(n_chains) if chain_seeds is None else chain_seeds
+    if len(sequences) != n_chains:
+        raise ValueError(f"{len(sequences)} chain seeds for {n_chains} chains")
+    rngs = [np.random.default_rng(s) for s in sequences]
     dim = starts.shape[1]
     label = name or type(kernels[0]).__name__
     positions = np.full((n_chains, n_draws, dim), np.nan)

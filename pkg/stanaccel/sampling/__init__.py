@@ -4,7 +4,8 @@
 - :mod:`~stanaccel.sampling.program`: what a method needs of the program (``beta``, observations,
   approximations with the same parameters);
 - :mod:`~stanaccel.sampling.build`: the one kernel factory;
-- :mod:`~stanaccel.sampling.engine`: :func:`sample`, warm-up to draws, and :class:`SampleResult`.
+- :mod:`~stanaccel.sampling.engine`: :func:`sample`, warm-up to draws, and :class:`SampleResult`;
+- :mod:`~stanaccel.sampling.tasks`: a chain, or a study's sampler run, as a task for an executor.
 """
 
 from stanaccel.observations import Observations

@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -26,6 +27,7 @@ import numpy as np
 
 from stanaccel.approx import KeepConstants
 from stanaccel.densities import evaluations
+from stanaccel.executors import Executor, SerialExecutor, check_spec, executor_from
 from stanaccel.kernels import KernelRun, run_chains
 from stanaccel.programs import program_path
 from stanaccel.results import Result
@@ -38,6 +40,7 @@ from stanaccel.sampling.program import (
     describe_approximation,
     prepare_data,
 )
+from stanaccel.sampling.tasks import run_chains_on
 from stanaccel.seeds import spawn_seeds
 from stanaccel.stan import CompiledProgram, StanModel, compile_program
 from stanaccel.stan.nuts import NutsFit, WarmupState, sample_nuts
@@ -232,6 +235,7 @@ def sample(
     sources: dict[str, str] | str = "settings",
     log: Callable[[str], None] | None = None,
     checkpoint: str | Path | None = None,
+    executor: Executor | str | None = None,
 ) -> SampleResult:
     """Sample a Stan program's posterior with any stanaccel method.
 
@@ -262,6 +266,10 @@ def sample(
         :func:`~stanaccel.kernels.run_chains`, :func:`~stanaccel.stan.sample_nuts`).
         The autoencoder of a latent method is trained again; its chains resume
         exactly only if that training is reproducible.
+    executor : Executor or str, optional
+        Where the chains run (:func:`stanaccel.executors.executor_from`: an
+        Executor, or a text such as ``"dask:local:2"``; a text's executor is
+        closed at the end); default: in this process. See :func:`run_sampler`.
 
     Raises
     ------
@@ -276,6 +284,8 @@ def sample(
     """
     say = log or (lambda line: None)
     config = make_config(method, settings, sources)
+    if isinstance(executor, str):
+        check_spec(executor)  # a mistake found before the warm-up, not after
     if isinstance(program, StanModel) and data is None:
         data = json.loads(program.data_json)
     source = Program.of(_program_file(program))
@@ -293,18 +303,21 @@ def sample(
         config = config.replace(chains=len(tuning.starts))  # one chain per warm-up chain
     if "beta" in config.needs:
         check_beta_used(model, data, tuning.starts[0])
-    return run_sampler(
-        config,
-        model,
-        data,
-        tuning,
-        seed=seed,
-        seeds=seeds,
-        charged=charged,
-        say=say,
-        progress=progress,
-        checkpoint=checkpoint,
-    )
+    with _executor(executor) as chosen:
+        return run_sampler(
+            config, model, data, tuning, seed=seed, seeds=seeds, charged=charged, say=say, progress=progress,
+            checkpoint=checkpoint, executor=chosen,
+        )  # fmt: skip
+
+
+@contextmanager
+def _executor(spec: Executor | str | None):
+    """The executor ``spec`` names, closed on leaving if it was made here (not a caller's own)."""
+    if spec is None or isinstance(spec, Executor):
+        yield spec
+        return
+    with executor_from(spec) as made:
+        yield made
 
 
 @dataclass
@@ -331,6 +344,7 @@ def run_sampler(
     say: Callable[[str], None] | None = None,
     progress: bool = False,
     checkpoint: str | Path | None = None,
+    executor: Executor | None = None,
 ) -> SampleResult:
     """Run one sampler from a warm-up's tuning: what :func:`sample` does after the warm-up.
 
@@ -358,6 +372,12 @@ def run_sampler(
     checkpoint : path, optional
         A folder for the chains' checkpoints (``chains/`` in it, ``nuts/`` for
         latent-nuts), to resume a stopped run to the same draws.
+    executor : Executor, optional
+        Where the chains run, one task each (:mod:`stanaccel.sampling.tasks`),
+        with the same draws as a local run of the same seed. Default (or a
+        :class:`~stanaccel.executors.SerialExecutor`): in this process, in
+        threads. The warm-up, tuning and autoencoder training run here; so
+        does ``latent-nuts`` (Stan's NUTS runs its chains in threads of one process).
     """
     say = say or (lambda line: None)
     seeds = seeds or spawn_seeds(seed, SEEDS)
@@ -386,19 +406,27 @@ def run_sampler(
     factory.config = resolved
     starts = _starts(tuning.starts, resolved.chains)
     say(f"{method_label(resolved)}: {resolved.chains} chains x {resolved.draws} draws")
-    run = run_chains(
-        factory,
-        starts,
-        resolved.draws,
-        seed=seeds["chains"],
-        constrain=_constrainer(model),
-        name=method_label(resolved),
-        progress=progress,
-        checkpoint=_part(checkpoint, "chains"),
-    )
+    if executor is None or isinstance(executor, SerialExecutor):
+        run = run_chains(
+            factory,
+            starts,
+            resolved.draws,
+            seed=seeds["chains"],
+            constrain=_constrainer(model),
+            name=method_label(resolved),
+            progress=progress,
+            checkpoint=_part(checkpoint, "chains"),
+        )
+        densities = factory.densities
+    else:
+        say(f"chains on {executor!r} (no checkpoints: each task's chain runs to its end)")
+        run, densities = run_chains_on(
+            executor, factory, starts, resolved.draws, seed=seeds["chains"], name=method_label(resolved),
+            constrain=_constrainer(model),
+        )  # fmt: skip
     reports["summaries"] = run.summaries
     reports["density_costs"] = [
-        {"exact": _cost(d["exact"]), "approx": [_cost(a) for a in d["approx"]]} for d in factory.densities
+        {"exact": _cost(d["exact"]), "approx": [_cost(a) for a in d["approx"]]} for d in densities
     ]
     return SampleResult(resolved, sources_used, run, name, seed, charged, reports)
 

@@ -47,7 +47,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 
-from stanaccel.stan.cache import build_once, cache_dir, content_hash, discard
+from stanaccel.stan.cache import build_once, cache_dir, content_hash, damage, discard
 from stanaccel.stan.errors import StanBuildError, StanCompileError
 from stanaccel.stan.toolchain import Toolchain, compiler_version, find_toolchain
 
@@ -90,6 +90,15 @@ class CompiledProgram:
     module: ModuleType
     warnings: str
     built: bool
+
+    def __reduce__(self):
+        """Pickle by name, code and library: a loaded extension module does not pickle.
+
+        Another process (a Dask worker, a spawned process) rebuilds the
+        program with :func:`load_compiled`, a load from the compile cache,
+        never a compile when the cache holds the build.
+        """
+        return load_compiled, (self.name, self.code, str(self.library))
 
 
 def enable_build_messages() -> None:
@@ -304,6 +313,36 @@ def bridge_object(toolchain: Toolchain) -> Path:
 
     build_once(target, build, "stanaccel's Stan bridge")
     return target
+
+
+_rebuilt: dict[tuple[str, str], CompiledProgram] = {}
+
+
+def load_compiled(name: str, code: str, library: str | Path) -> CompiledProgram:
+    """A program unpickled in another process: its cached build loaded, once per process.
+
+    The build at ``library`` is loaded when it is intact (it matches its
+    manifest), as on the machine that pickled it or on nodes sharing its
+    cache folder. Otherwise (a node with a cache of its own) the program is
+    compiled from ``code`` with :func:`compile_program`, which finds it in
+    that node's cache or builds it there once.
+    """
+    key = (name, code)
+    with _load_lock:
+        known = _rebuilt.get(key)
+    if known is not None:
+        return known
+    library = Path(library)
+    if damage(library) is None:
+        module = load_module(library.name.split(".")[0], library)
+        program = CompiledProgram(name, code, library, module, "", False)
+    else:
+        with tempfile.TemporaryDirectory(prefix="stanaccel-program-") as tmp:
+            path = Path(tmp) / f"{name.removesuffix('_model')}.stan"
+            path.write_text(code)
+            program = compile_program(path)
+    with _load_lock:
+        return _rebuilt.setdefault(key, program)
 
 
 def load_module(module: str, library: Path) -> ModuleType:

@@ -59,6 +59,15 @@ class StanModel:
         self.n_log_density = 0
         self.n_gradient = 0
 
+    def __reduce__(self):
+        """Pickle by program, data and seed (the Stan instance itself does not pickle).
+
+        Another process rebuilds the instance from its program (loaded from
+        the compile cache, see :meth:`CompiledProgram.__reduce__`) and data;
+        the evaluation counters travel with it.
+        """
+        return _rebuild, (self.program, self.data_json, self.seed, self.n_log_density, self.n_gradient)
+
     def with_data(self, data: StanData, *, seed: int | None = None) -> StanModel:
         """A new instance of the same compiled program with other data (no recompile)."""
         return StanModel(self.program, data, seed=self.seed if seed is None else seed)
@@ -163,6 +172,13 @@ class StanModel:
     def time_log_density_gradient(self, theta_unc: np.ndarray, repeats: int = 1000) -> float:
         """Mean seconds per gradient evaluation timed inside C++ (no Python)."""
         return self._model.time_log_density_gradient(theta_unc, repeats)
+
+
+def _rebuild(program: CompiledProgram, data_json: str, seed: int, n_log_density: int, n_gradient: int):
+    """A :class:`StanModel` unpickled: a new instance of the program with the same data and counts."""
+    model = StanModel(program, data_json, seed=seed)
+    model.n_log_density, model.n_gradient = n_log_density, n_gradient
+    return model
 
 
 def check_gradient_buffer(out: np.ndarray, dim: int) -> None:

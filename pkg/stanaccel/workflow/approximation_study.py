@@ -35,6 +35,10 @@ below the Bonferroni limit for a family-wise 1e-3 and R-hat below 1.1) and
 ``approximations.{md,csv,json}`` (each approximation's cost relative to pi
 and the spread of log pi - log pi* over the NUTS draws), and
 ``ess_per_second.png`` (a bar per sampler).
+
+NUTS, the approximations' report and the tuning run here; the samplers
+(each sweep point one) are independent runs with their own seeds, mapped
+over the workflow's executor.
 """
 
 from __future__ import annotations
@@ -50,8 +54,9 @@ from stanaccel.datasets import generate
 from stanaccel.programs import program_path
 from stanaccel.sampling.build import Tuning
 from stanaccel.sampling.config import Approximation, keys, make_config
-from stanaccel.sampling.engine import SEEDS, run_sampler
+from stanaccel.sampling.engine import SEEDS
 from stanaccel.sampling.program import approximation, describe_approximation, prepare_data
+from stanaccel.sampling.tasks import SamplerTask, run_samplers
 from stanaccel.seeds import spawn_seed, spawn_seeds
 from stanaccel.stan import StanModel, compile_program
 from stanaccel.stan.nuts import sample_nuts
@@ -213,11 +218,15 @@ def approximation_study_step(step: dict[str, Any], context, seed: int) -> dict[s
     )
     limit = float(norm.ppf(1 - 1e-3 / (2 * 2 * model.dim)))
 
+    tasks = []
     for k, config in enumerate(configs):
         name, settings = describe(config)
-        print(f"  {name}: {settings}", flush=True)
         seeds = spawn_seeds(spawn_seed(seed, 5, k), SEEDS) | {"subsets": approx_seed}
-        result = run_sampler(config, model, data, tuning, seed=seed, seeds=seeds, describe=False)
+        options = {"seeds": seeds, "describe": False}
+        tasks.append(SamplerTask(config, model, data, tuning, seed, announce=f"  {name}: {settings}",
+                                 options=options))  # fmt: skip
+    for config, result in zip(configs, run_samplers(context.executor, tasks), strict=True):
+        name, settings = describe(config)
         rows.append(_row(result, name, settings, rows[0], reference, limit))
     table = write_table(folder, "table", rows, COLUMNS)
     plot_ess_per_second(rows, folder / "ess_per_second.png")

@@ -13,6 +13,8 @@ from typing import Any
 
 import numpy as np
 
+from stanaccel.executors import Executor, SerialExecutor
+
 
 @dataclass
 class Workflow:
@@ -24,16 +26,22 @@ class Workflow:
     steps: list[dict[str, Any]]
     source: Path | None = None
     cache: bool = True
+    executor: str | None = None
 
 
 @dataclass
 class RunContext:
-    """What steps share: the workflow, its output folder and earlier steps' outputs."""
+    """What steps share: the workflow, its output folder, earlier steps' outputs, and the executor.
+
+    ``executor`` (:mod:`stanaccel.executors`) runs the independent sampler
+    runs of a study and the chains of a ``sample`` step; serial by default.
+    """
 
     workflow: Workflow
     output: Path
     results: dict[str, dict[str, Any]] = field(default_factory=dict)
     progress: bool = True
+    executor: Executor = field(default_factory=SerialExecutor)
 
     def step_seed(self, step: dict[str, Any]) -> int:
         """The step's own ``seed``, else one derived from the workflow seed and the step name."""
@@ -41,16 +49,6 @@ class RunContext:
             return int(step["seed"])
         sequence = np.random.SeedSequence([self.workflow.seed, zlib.crc32(step["name"].encode())])
         return int(sequence.generate_state(1)[0])
-
-    def checkpoints(self, step: dict[str, Any]) -> Path:
-        """The step's checkpoint folder, ``<output>/<step name>/checkpoints`` (created here).
-
-        A long step writes its chains' checkpoints there; ``stanaccel run`` on the
-        same workflow after a Ctrl-C or a kill resumes the step from them.
-        """
-        folder = self.output / step["name"] / "checkpoints"
-        folder.mkdir(parents=True, exist_ok=True)
-        return folder
 
     def result(self, step: dict[str, Any], key: str) -> dict[str, Any]:
         """The output of the earlier step named by ``step[key]``."""
@@ -70,3 +68,13 @@ class RunContext:
             if beside.exists():
                 return beside
         return path
+
+    def checkpoints(self, step: dict[str, Any]) -> Path:
+        """The step's checkpoint folder, ``<output>/<step name>/checkpoints`` (created here).
+
+        A long step writes its chains' checkpoints there; ``stanaccel run`` on the
+        same workflow after a Ctrl-C or a kill resumes the step from them.
+        """
+        folder = self.output / step["name"] / "checkpoints"
+        folder.mkdir(parents=True, exist_ok=True)
+        return folder

@@ -36,6 +36,10 @@ predictive probability; ``exact`` says which samplers leave pi invariant),
 latent potential-and-gradient by the chain rule through the NumPy decoder
 and by the latent Stan program), ``autoencoder/`` (the trained model) and
 ``reconstruction.json``.
+
+NUTS, the reference, the pilot and the training run here, once; the
+samplers are independent runs with their own seeds, mapped over the
+workflow's executor (the trained decoder's weights travel with each).
 """
 
 from __future__ import annotations
@@ -53,8 +57,9 @@ from stanaccel.latent import Autoencoder, decoder_data
 from stanaccel.programs import program_path
 from stanaccel.sampling.build import Tuning
 from stanaccel.sampling.config import keys, make_config
-from stanaccel.sampling.engine import Trained, method_label, run_sampler
+from stanaccel.sampling.engine import Trained, method_label
 from stanaccel.sampling.program import prepare_data
+from stanaccel.sampling.tasks import SamplerTask, run_samplers
 from stanaccel.seeds import spawn_seed
 from stanaccel.stan import StanModel, compile_program
 from stanaccel.stan.nuts import sample_nuts
@@ -203,6 +208,8 @@ def latent_study_step(step: dict[str, Any], context, seed: int) -> dict[str, Any
     routes = _route_costs(model, compile_program(latent_program), latent_data, maps, training)
     print(write_table(folder, "routes", [routes], list(routes)))
 
+    shared = Trained(maps, trained.seconds, trained.report)  # the Keras model stays here: tasks need the maps
+    tasks = []
     for k, spec in enumerate(step.get("samplers", [])):
         settings = {key: value for key, value in spec.items() if key not in ("method", "route")}
         settings.update(chains=chains, draws=draws)
@@ -212,10 +219,13 @@ def latent_study_step(step: dict[str, Any], context, seed: int) -> dict[str, Any
             settings["latent_program"] = str(latent_program)
         config = make_config(spec["method"], settings, f"step {step['name']!r}: samplers[{k}]")
         name, description = describe(config)
-        print(f"  {name}: {description}", flush=True)
-        result = run_sampler(config, model, data, tuning, seed=spawn_seed(seed, 4, k), trained=trained)
+        announce, options = f"  {name}: {description}", {"trained": shared}
+        tasks.append(SamplerTask(config, model, data, tuning, spawn_seed(seed, 4, k), announce=announce,
+                                 options=options))  # fmt: skip
+    for task, result in zip(tasks, run_samplers(context.executor, tasks), strict=True):
+        name, description = describe(task.config)
         rows.append(_row(result, name, description, rows[0], reference, X_test, y_test))
-        print(f"    {_brief(rows[-1])}", flush=True)
+        print(f"  {name}: {_brief(rows[-1])}", flush=True)
     table = write_table(folder, "table", rows, COLUMNS)
     plot_ess_per_second(rows, folder / "ess_per_second.png")
     print(table)

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from stanaccel.diagnostics.files import check_writable
+from stanaccel.executors import Executor, check_spec, executor_from
 from stanaccel.workflow import cache as step_cache
 from stanaccel.workflow.context import RunContext, Workflow
 from stanaccel.workflow.interrupts import InterruptWatch, WorkflowInterrupted
@@ -57,7 +58,13 @@ def load_workflow(path: str | Path, *, output: str | Path | None = None) -> Work
     out = Path(output) if output is not None else Path(head.get("output", f"output/{name}"))
     seed, steps = head.get("seed", 0), config["steps"]
     return Workflow(
-        name=name, seed=seed, output=out, steps=steps, source=path.resolve(), cache=head.get("cache", True)
+        name=name,
+        seed=seed,
+        output=out,
+        steps=steps,
+        source=path.resolve(),
+        cache=head.get("cache", True),
+        executor=head.get("executor"),
     )
 
 
@@ -68,15 +75,19 @@ def run_workflow(
     seed: int | None = None,
     progress: bool = True,
     cache: bool | None = None,
+    executor: Executor | str | None = None,
 ) -> RunContext:
     """Run every step in order; return the context holding each step's outputs.
 
-    ``output`` and ``seed`` override the file's ``[workflow]`` values (every
-    step's seed derives from the workflow seed unless the step sets its own).
-    A step already completed in ``output`` with the same key (its settings,
-    seed, inputs and the stanaccel version; see :mod:`stanaccel.workflow.cache`)
-    is loaded instead of run, unless ``cache`` is False (default: the file's
-    ``cache``, true).
+    ``output``, ``seed`` and ``executor`` override the file's ``[workflow]``
+    values (every step's seed derives from the workflow seed unless the step
+    sets its own). A step already completed in ``output`` with the same key
+    (its settings, seed, inputs and the stanaccel version; see
+    :mod:`stanaccel.workflow.cache`) is loaded instead of run, unless
+    ``cache`` is False (default: the file's ``cache``, true). An executor
+    named by text (here or in the file) is started before the first step and
+    closed after the last; an Executor passed in is the caller's to close.
+    The results do not depend on the executor.
     """
     if not isinstance(workflow, Workflow):
         workflow = load_workflow(workflow, output=output)
@@ -87,13 +98,26 @@ def run_workflow(
             raise ValueError(f"seed must be a non-negative integer below 2**63, not {seed}")
         workflow.seed = int(seed)
     use_cache = workflow.cache if cache is None else bool(cache)
+    if executor is None:
+        executor = workflow.executor
+    if isinstance(executor, str):
+        check_spec(executor)
     check_writable(workflow.output / "run.json")
     if workflow.source is not None:
         shutil.copyfile(workflow.source, workflow.output / "workflow.toml")
-    context = RunContext(workflow, workflow.output, progress=progress)
+    if isinstance(executor, Executor):
+        context = RunContext(workflow, workflow.output, progress=progress, executor=executor)
+        return _run_steps(workflow, context, use_cache)
+    with executor_from(executor) as made:
+        context = RunContext(workflow, workflow.output, progress=progress, executor=made)
+        return _run_steps(workflow, context, use_cache)
+
+
+def _run_steps(workflow: Workflow, context: RunContext, use_cache: bool) -> RunContext:
     record: dict[str, Any] = {
         "workflow": workflow.name,
         "seed": workflow.seed,
+        "executor": repr(context.executor),
         "versions": versions(),
         "status": "running",
         "steps": [],

@@ -5,12 +5,13 @@ step's program), ``data`` (an earlier step or a Stan JSON file), ``method``
 (default ``nuts``), ``warmup_from`` (an earlier ``nuts`` step or ``sample``
 step with method ``nuts``, a netCDF file, or a list of CmdStan CSV files), and the method's settings
 (``stanaccel.sampling.keys(method)``), the same keys as ``--set`` on the
-command line. Writes ``posterior.nc`` (InferenceData with the settings used
-and ``exact`` in its attributes), ``metrics.json``, ``summary.txt`` and
-``statistics.json``: each chain's kernel statistics (tempering swap
-acceptance and round trips, the discretizing chain's mark acceptance and
-cache hits, ...) and the autoencoder's training and reconstruction error,
-which the report (:mod:`stanaccel.diagnostics.report`) shows.
+command line. The chains run on the workflow's executor. Writes
+``posterior.nc`` (InferenceData with the settings used and ``exact`` in its
+attributes), ``metrics.json``, ``summary.txt`` and ``statistics.json``: each
+chain's kernel statistics (tempering swap acceptance and round trips, the
+discretizing chain's mark acceptance and cache hits, ...) and the
+autoencoder's training and reconstruction error, which the report
+(:mod:`stanaccel.diagnostics.report`) shows.
 """
 
 from __future__ import annotations
@@ -128,6 +129,7 @@ def sample_step(step: dict[str, Any], context: RunContext, seed: int) -> dict[st
         sources=where,
         log=lambda line: print(f"  {line}", flush=True),
         checkpoint=context.checkpoints(step),
+        executor=context.executor,
     )
     folder = context.output / step["name"]
     folder.mkdir(parents=True, exist_ok=True)

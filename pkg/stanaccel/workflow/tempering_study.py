@@ -30,6 +30,11 @@ or, with ``start = "nuts_warmup"``, the samplers begin where NUTS's warm-up
 ended. A sampler that uses NUTS's warm-up (its adaptation or its end points)
 is charged the warm-up's time in ``ess_per_second``;
 ``ess_per_second_sampling`` leaves it out.
+
+The sampler runs of all sizes are independent: once each size's NUTS has
+run (here), they are mapped over the workflow's executor (``[workflow]
+executor``, ``--executor``), each with its own seed, so the table's numbers
+other than times are the same on any executor.
 """
 
 from __future__ import annotations
@@ -45,8 +50,9 @@ from stanaccel.diagnostics.metrics import rhat_trace
 from stanaccel.programs import program_path
 from stanaccel.sampling.build import Tuning
 from stanaccel.sampling.config import keys, make_config
-from stanaccel.sampling.engine import method_label, run_sampler, warmup_share
+from stanaccel.sampling.engine import method_label, warmup_share
 from stanaccel.sampling.program import prepare_data
+from stanaccel.sampling.tasks import SamplerTask, run_samplers
 from stanaccel.seeds import spawn_seed
 from stanaccel.stan import StanModel, compile_program
 from stanaccel.stan.nuts import sample_nuts
@@ -105,7 +111,7 @@ def tempering_study_step(step: dict[str, Any], context, seed: int) -> dict[str, 
     program = step.get("program", step.get("generator", "gp_ard"))
     compiled = compile_program(program_path(program))
     chains = int(step.get("chains", 4))
-    rows, traces = [], []
+    sizes = []  # per size: its label, NUTS row, tuning and sampler tasks
     for size_index, size in enumerate(step.get("sizes", [{}])):
         label = ", ".join(f"{k}={v}" for k, v in size.items())
         data = prepare_data(compiled, generate(step.get("generator", program), seed=seed, **size).data)
@@ -115,6 +121,7 @@ def tempering_study_step(step: dict[str, Any], context, seed: int) -> dict[str, 
         )
         uses_warmup = step.get("tune_from_nuts", False) or step.get("start") == "nuts_warmup"
         tuning = Tuning(None, np.ones(model.dim), starts, None, 0.0)
+        nuts, nuts_table_row = None, None
         if step.get("nuts", True) or uses_warmup:
             warmup, draws = int(step.get("nuts_warmup", 500)), int(step.get("draws", 500))
             nuts_seed = spawn_seed(seed, size_index, 1)
@@ -123,22 +130,32 @@ def tempering_study_step(step: dict[str, Any], context, seed: int) -> dict[str, 
             nuts = nuts_row(fit, sampler="Stan NUTS (warm-up included)")
             warmup_seconds = fit.wall_seconds * warmup_share(fit)
             per_iteration = fit.wall_seconds / (warmup + draws)
-            rows.append(
-                _tempering_row(nuts, label, "nuts", "", fit.wall_seconds, per_iteration, warmup_seconds)
-            )
+            nuts_table_row = _tempering_row(nuts, label, "nuts", "", fit.wall_seconds, per_iteration,
+                                            warmup_seconds)  # fmt: skip
             if step.get("tune_from_nuts", False):
                 tuning.step_size = float(np.median(fit.step_size))
                 tuning.inv_metric = np.mean(fit.inv_metric, axis=0)
             if step.get("start") == "nuts_warmup":
                 tuning.starts = fit.warmup_unconstrained[:, -1]
             tuning.seconds = warmup_seconds if uses_warmup else 0.0
-        base_seconds: dict[str, float] = {}
+        tasks = []
         for k, config in enumerate(sampler_configs(step)):
-            print(f"  {label}: {method_label(config)}", flush=True)
             if not step.get("tune_from_nuts", False) and "precondition" not in config.user_keys():
                 config = config.replace(precondition=False)
-            result = run_sampler(config, model, data, tuning, seed=spawn_seed(seed, size_index, 2 + k))
-            row = score_row(result, nuts if rows and rows[0]["method"] == "nuts" else None)
+            announce = f"  {label}: {method_label(config)}"
+            tasks.append(SamplerTask(config, model, data, tuning, spawn_seed(seed, size_index, 2 + k),
+                                     announce=announce))  # fmt: skip
+        sizes.append((label, nuts, nuts_table_row, tuning, tasks))
+    # Every sampler run of every size is independent: one map over the executor.
+    results = iter(run_samplers(context.executor, [t for *_, tasks in sizes for t in tasks]))
+    rows, traces = [], []
+    for label, nuts, nuts_table_row, tuning, tasks in sizes:
+        if nuts_table_row is not None:
+            rows.append(nuts_table_row)
+        base_seconds: dict[str, float] = {}
+        for task in tasks:
+            config, result = task.config, next(results)
+            row = score_row(result, nuts)
             inner = config.method if config.method in ("mh", "hmc") else config.inner
             per_iteration = float(np.mean(result.run.chain_seconds)) / config.draws
             row = _tempering_row(row, label, config.method, inner, result.run.wall_seconds, per_iteration,

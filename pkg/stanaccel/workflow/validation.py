@@ -152,7 +152,28 @@ class StanProgram:
 
 STAN_PROGRAM = StanProgram()
 
-WORKFLOW_KEYS = {"name": STRING, "seed": INTEGER, "output": STRING, "cache": BOOLEAN}
+
+@dataclass(frozen=True)
+class ExecutorSpec:
+    """Where a workflow's independent runs go: ``serial``, ``threads:N``, ``processes:N``, ``dask:...``."""
+
+    def check(self, value: Any, key: str, where: Where) -> None:
+        from stanaccel.executors import check_spec
+
+        STRING.check(value, key, where)
+        try:
+            check_spec(value)
+        except ValueError as error:
+            raise where.error(str(error)) from None  # "executor 'dask:locl': expected ..."
+
+
+WORKFLOW_KEYS = {
+    "name": STRING,
+    "seed": INTEGER,
+    "output": STRING,
+    "cache": BOOLEAN,
+    "executor": ExecutorSpec(),
+}
 STEP_KEYS = {"name": STRING, "action": STRING, "seed": INTEGER}
 
 

@@ -1,0 +1,261 @@
+"""Where independent pieces of work run: in turn, in threads, in processes, or on a Dask cluster.
+
+One small interface, :class:`Executor` with ``map(fn, items) -> list`` (the
+results in the items' order), so that the sampling code runs chains, sampler
+runs of a study and grid points of a sweep the same way wherever they run,
+and never imports Dask. Four kinds:
+
+- :class:`SerialExecutor`: in turn, in this process (the default: today's
+  behaviour, chains still running in threads where each has its own kernel);
+- :class:`ThreadExecutor`: threads of this process (Stan releases the GIL);
+- :class:`ProcessExecutor`: processes of this machine (``spawn``ed, so each
+  rebuilds what it gets from its pickle, as a Dask worker does);
+- :class:`DaskExecutor`: a Dask cluster given by its scheduler address, or a
+  local cluster of processes (``pip install stanaccel[distributed]``).
+
+Tasks and what they take must pickle: a function of the package (not a
+lambda) and its arguments. Stan models pickle by their program and data, and
+a worker rebuilds them by loading the program from the compile cache (see
+:meth:`stanaccel.stan.CompiledProgram.__reduce__`). An executor that runs
+tasks elsewhere has a ``scratch`` folder where tasks write large draws and
+return the file's path (:mod:`stanaccel.sampling.tasks`); None keeps them in
+the task's result.
+
+:func:`executor_from` reads the text form that ``--executor`` and the
+workflow key ``[workflow] executor`` take: ``serial``, ``threads[:N]``,
+``processes[:N]``, ``dask:local[:N]`` or ``dask:ADDRESS`` (for example
+``dask:tcp://10.0.0.5:8786``).
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import re
+import shutil
+import tempfile
+from collections.abc import Callable, Iterable
+from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+SPECS = "serial, threads[:N], processes[:N], dask:local[:N] or dask:ADDRESS (such as dask:tcp://host:8786)"
+DASK_MISSING = (
+    "the Dask executor needs dask.distributed, which is not installed: pip install 'stanaccel[distributed]'"
+)
+
+
+class MissingExtraError(ImportError):
+    """An executor needs a package of an optional extra that is not installed; the message names it."""
+
+
+class Executor:
+    """Runs ``fn`` on each item; the base of every executor, and a context manager that closes it.
+
+    Attributes
+    ----------
+    workers : int
+        How many tasks run at once (a caller may split work into at least as many pieces).
+    scratch : Path or None
+        A folder every worker and the caller can read and write: tasks write
+        large draws there and return paths. None: results travel whole.
+    remote : bool
+        Whether tasks run in other processes (their arguments and results are pickled).
+    """
+
+    workers: int = 1
+    scratch: Path | None = None
+    remote: bool = False
+
+    def map(self, fn: Callable[[Any], Any], items: Iterable[Any]) -> list[Any]:
+        """``[fn(item) for item in items]``, possibly at the same time; the first error is raised."""
+        raise NotImplementedError
+
+    def close(self) -> None:
+        """Release workers, clusters and the scratch folder this executor made."""
+
+    def __enter__(self) -> Executor:
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(workers={self.workers})"
+
+
+class SerialExecutor(Executor):
+    """Each item in turn, in this process."""
+
+    def map(self, fn, items):
+        return [fn(item) for item in items]
+
+
+class _PoolExecutor(Executor):
+    """An executor over a ``concurrent.futures`` pool, started on first use."""
+
+    def __init__(self, workers: int | None = None):
+        if workers is not None and workers < 1:
+            raise ValueError(f"{type(self).__name__}: workers must be at least 1, not {workers}")
+        self.workers = workers or os.cpu_count() or 1
+        self._pool = None
+
+    def _make_pool(self):
+        raise NotImplementedError
+
+    def map(self, fn, items):
+        if self._pool is None:
+            self._pool = self._make_pool()
+        return list(self._pool.map(fn, items))
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(cancel_futures=True)
+            self._pool = None
+
+
+class ThreadExecutor(_PoolExecutor):
+    """Threads of this process: pays off where the work releases the GIL (Stan's evaluations do)."""
+
+    def _make_pool(self):
+        return ThreadPoolExecutor(self.workers, thread_name_prefix="stanaccel")
+
+
+class ProcessExecutor(_PoolExecutor):
+    """Processes of this machine, started by ``spawn`` (no forked threads); draws go through a temp folder."""
+
+    remote = True
+
+    def __init__(self, workers: int | None = None):
+        super().__init__(workers)
+        self._scratch = tempfile.mkdtemp(prefix="stanaccel-scratch-")
+        self.scratch = Path(self._scratch)
+
+    def _make_pool(self):
+        return ProcessPoolExecutor(self.workers, mp_context=multiprocessing.get_context("spawn"))
+
+    def close(self) -> None:
+        super().close()
+        shutil.rmtree(self._scratch, ignore_errors=True)
+
+
+class DaskExecutor(Executor):
+    """Tasks on a Dask cluster: the scheduler at ``address``, or a new local cluster of processes.
+
+    Parameters
+    ----------
+    address : str, optional
+        A running scheduler (``tcp://host:8786``, or the ``scheduler_address``
+        of a ``dask_jobqueue.SLURMCluster``). None starts a ``LocalCluster``
+        of ``n_workers`` processes, one thread each, closed by :meth:`close`.
+    n_workers : int, optional
+        Workers of the local cluster (default: the CPU count).
+    scratch : str or Path, optional
+        A folder that the workers and this process share (a network file
+        system on a cluster): tasks write large draws there and return
+        paths. Default: a temp folder for a local cluster; none for a
+        remote one (results then travel through the scheduler).
+
+    Raises
+    ------
+    MissingExtraError
+        dask.distributed is not installed (``pip install stanaccel[distributed]``).
+    """
+
+    remote = True
+
+    def __init__(self, address: str | None = None, n_workers: int | None = None, scratch=None):
+        try:
+            from dask.distributed import Client, LocalCluster
+        except ImportError as exc:
+            raise MissingExtraError(DASK_MISSING) from exc
+        self.address = address
+        self._cluster = None
+        self._scratch = None
+        if address is None:
+            self._cluster = LocalCluster(
+                n_workers=n_workers or os.cpu_count() or 1,
+                threads_per_worker=1,
+                processes=True,
+                dashboard_address=None,
+            )
+            self.client = Client(self._cluster)
+            if scratch is None:
+                self._scratch = tempfile.mkdtemp(prefix="stanaccel-scratch-")
+                scratch = self._scratch
+        else:
+            self.client = Client(address)
+        self.scratch = Path(scratch) if scratch is not None else None
+        self.workers = max(1, sum(self.client.nthreads().values()))
+
+    def map(self, fn, items):
+        items = list(items)
+        if not items:
+            return []
+        # pure=False: equal items (such as two identical chains) are still separate tasks
+        futures = self.client.map(fn, items, pure=False)
+        return self.client.gather(futures)
+
+    def close(self) -> None:
+        self.client.close()
+        if self._cluster is not None:
+            self._cluster.close()
+        if self._scratch is not None:
+            shutil.rmtree(self._scratch, ignore_errors=True)
+
+    def __repr__(self) -> str:
+        where = self.address or "local cluster"
+        return f"DaskExecutor({where}, workers={self.workers})"
+
+
+def executor_from(spec: str | Executor | None) -> Executor:
+    """The executor a text names (see the module docstring); an Executor as it is; None: serial.
+
+    Raises
+    ------
+    ValueError
+        The text names no executor, or its worker count is not a positive integer.
+    MissingExtraError
+        A Dask executor without dask.distributed installed (an ImportError).
+    """
+    if spec is None:
+        return SerialExecutor()
+    if isinstance(spec, Executor):
+        return spec
+    kind, workers = check_spec(spec)
+    if kind == "serial":
+        return SerialExecutor()
+    if kind == "threads":
+        return ThreadExecutor(workers)
+    if kind == "processes":
+        return ProcessExecutor(workers)
+    if kind == "dask:local":
+        return DaskExecutor(n_workers=workers)
+    return DaskExecutor(address=kind.removeprefix("dask:"))
+
+
+def check_spec(spec: str) -> tuple[str, int | None]:
+    """Check an executor text without starting anything; return its kind and worker count.
+
+    The kind is ``serial``, ``threads``, ``processes``, ``dask:local`` or
+    ``dask:ADDRESS``; an address has a scheme (``tcp://host:8786``) or a port
+    (``host:8786``). Workflow files are checked with it before they run.
+    """
+    text = str(spec).strip()
+    kind, _, rest = text.partition(":")
+    if kind == "serial" and not rest:
+        return "serial", None
+    if kind in ("threads", "processes"):
+        return kind, _count(rest, text) if rest else None
+    if kind == "dask" and (rest == "local" or rest.startswith("local:")):
+        count = rest.partition(":")[2]
+        return "dask:local", _count(count, text) if count else None
+    if kind == "dask" and ("://" in rest or re.fullmatch(r"[\w.\-]+:\d+", rest)):
+        return text, None
+    raise ValueError(f"executor {text!r}: expected {SPECS}")
+
+
+def _count(text: str, spec: str) -> int:
+    if not text.isdigit() or int(text) < 1:
+        raise ValueError(f"executor {spec!r}: the number of workers must be a positive integer, not {text!r}")
+    return int(text)
