@@ -116,7 +116,7 @@ def test_chains_on_dask_draw_what_a_local_run_draws(dask_executor, mvn_program, 
         assert (ours is None) == (theirs is None)
         for key in ours or {}:
             np.testing.assert_array_equal(ours[key], theirs[key])
-    assert len(remote.reports["densities"]) == SETTINGS["chains"]
+    assert len(remote.reports["density_costs"]) == SETTINGS["chains"]
     assert not list(dask_executor.scratch.iterdir())  # the spilled draws were read back and removed
 
 
@@ -126,7 +126,7 @@ def test_chains_in_processes_and_threads_draw_what_a_local_run_draws(mvn_program
     for executor in ("processes:2", "threads:2"):
         remote = sample(mvn_program, mvn_data, "tt", settings, seed=2, progress=False, executor=executor)
         np.testing.assert_array_equal(remote.run.positions, local.run.positions)
-        assert len(remote.reports["densities"]) == 2
+        assert len(remote.reports["density_costs"]) == 2
 
 
 def test_missing_dask_names_the_extra(monkeypatch):

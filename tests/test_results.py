@@ -59,7 +59,7 @@ def test_cache_is_no_dataclass_field(kernel_run):
     idata = kernel_run.to_inference_data()
     assert kernel_run.to_inference_data() is idata  # made once
     assert same.to_inference_data() is not idata  # per instance
-    assert [f.name for f in dataclasses.fields(KernelRun)][-2:] == ["constrained", "recorded"]
+    assert [f.name for f in dataclasses.fields(KernelRun)][-2:] == ["recorded", "resumed_draws"]
     assert kernel_run == dataclasses.replace(kernel_run)
     assert "InferenceData" not in repr(kernel_run) and repr(kernel_run) == repr(
         dataclasses.replace(kernel_run)
