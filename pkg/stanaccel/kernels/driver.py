@@ -369,9 +369,10 @@ def run_chains(
     try:
         for t in threads:
             t.start()
-        while any(t.is_alive() for t in threads):
-            time.sleep(0.02)
-            bars.update(done)
+        for t in threads:
+            while t.is_alive():
+                t.join(timeout=0.25)  # rare wake-ups: each one takes the GIL from the chains
+                bars.update(done)
     except KeyboardInterrupt:
         stopping.set()
         for t in threads:
