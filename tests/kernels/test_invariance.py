@@ -12,11 +12,13 @@ import numpy as np
 import pytest
 from scipy.stats import kstest
 
+from stanaccel.datasets.mvn_mean import exact_posterior
 from stanaccel.kernels import (
     HMC,
     PCN,
     Cycle,
     DiscretizingChain,
+    HessianPCN,
     ParallelTempering,
     RandomWalkMetropolis,
     State,
@@ -86,6 +88,24 @@ class DiscretizingChainIgnoringApproximation(DiscretizingChain):
         return log_pi
 
 
+class HessianPCNWithoutReference(HessianPCN):
+    """Broken on purpose: accepted by pi(x') / pi(x), as if the proposal were symmetric."""
+
+    def log_reference(self, x):
+        return 0.0
+
+
+def hessian_pcn(kernel=HessianPCN):
+    """h-pCN with a deliberately imperfect Laplace reference: off the mean, half the Hessian.
+
+    The kernel needs no whitened prior to be exact (only to be efficient), so
+    the Hessian here is the posterior precision less the identity.
+    """
+    _, covariance = exact_posterior(DATA)
+    values, vectors = np.linalg.eigh(np.linalg.inv(covariance) - np.eye(len(MEAN)))
+    return kernel(mvn_density(DATA), MEAN + SD, values / 2, vectors, rho=0.3)
+
+
 def approximation(beta: float = 0.4):
     """A poor pi*: the posterior with its likelihood tempered (wider, shifted toward the prior)."""
     return mvn_density(DATA, beta=beta)
@@ -124,6 +144,7 @@ def correct_kernels():
         "MH": (RandomWalkMetropolis(posterior, scale=0.3), None),
         "HMC": (HMC(posterior, step_size=0.15, n_steps=6, step_size_jitter=0.3), None),
         "pCN": (PCN(likelihood, DATA["mu0"], DATA["Sigma0"], rho=0.9), None),
+        "h-pCN": (hessian_pcn(), None),
         "PT": (ParallelTempering(pl, lambda d, m: inner(d, m, pl)), pl),
         "SPT": (ParallelTempering(sl, lambda d, m: inner(d, m, sl)), sl),
         "TT": (TemperedTransitions(tl, lambda d, m: inner(d, m, tl)), tl),
@@ -156,6 +177,7 @@ def broken_kernels():
         "TT without a factor": (TTWithoutFirstFactor(tl, lambda d, m: inner(d, m, tl)), tl),
         "PT with a flipped swap ratio": (PTWithFlippedSwapRatio(pl, lambda d, m: inner(d, m, pl)), pl),
         "drifting Metropolis": (DriftingMetropolis(mvn_density(DATA), scale=0.3), None),
+        "h-pCN without its reference": (hessian_pcn(HessianPCNWithoutReference), None),
         "DC ignoring pi*": (
             DiscretizingChainIgnoringApproximation(
                 mvn_density(DATA), mh_on(approximation()), moves=3, jump=4

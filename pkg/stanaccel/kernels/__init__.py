@@ -7,6 +7,7 @@ from stanaccel.densities import FunctionDensity, safe_log_density, safe_log_dens
 from stanaccel.kernels.compose import Cycle
 from stanaccel.kernels.discretizing_chain import DiscretizingChain, marked_states
 from stanaccel.kernels.driver import CheckpointWarning, FailingDensityWarning, KernelRun, run_chains
+from stanaccel.kernels.hessian_pcn import HessianPCN
 from stanaccel.kernels.hmc import HMC
 from stanaccel.kernels.ladder import (
     Ladder,
@@ -29,6 +30,7 @@ __all__ = [
     "Cycle",
     "DiscretizingChain",
     "FailingDensityWarning",
+    "HessianPCN",
     "FunctionDensity",
     "Info",
     "Kernel",
