@@ -34,6 +34,7 @@ import os
 import re
 import shutil
 import tempfile
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable
 from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from pathlib import Path
@@ -49,7 +50,7 @@ class MissingExtraError(ImportError):
     """An executor needs a package of an optional extra that is not installed; the message names it."""
 
 
-class Executor:
+class Executor(ABC):
     """Runs ``fn`` on each item; the base of every executor, and a context manager that closes it.
 
     Attributes
@@ -67,11 +68,11 @@ class Executor:
     scratch: Path | None = None
     remote: bool = False
 
+    @abstractmethod
     def map(self, fn: Callable[[Any], Any], items: Iterable[Any]) -> list[Any]:
         """``[fn(item) for item in items]``, possibly at the same time; the first error is raised."""
-        raise NotImplementedError
 
-    def close(self) -> None:
+    def close(self) -> None:  # noqa: B027 (nothing to release by default)
         """Release workers, clusters and the scratch folder this executor made."""
 
     def __enter__(self) -> Executor:
@@ -100,8 +101,9 @@ class _PoolExecutor(Executor):
         self.workers = workers or os.cpu_count() or 1
         self._pool = None
 
+    @abstractmethod
     def _make_pool(self):
-        raise NotImplementedError
+        """The ``concurrent.futures`` pool to run on."""
 
     def map(self, fn, items):
         if self._pool is None:

@@ -12,6 +12,9 @@ import os
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
+
+import numpy as np
 
 from stanaccel.diagnostics._arviz import az
 
@@ -74,3 +77,16 @@ def save_netcdf(idata: az.InferenceData, path: str | Path) -> Path:
         rescue = fallback_path(path)
         idata.to_netcdf(str(rescue))
         return rescue
+
+
+def jsonable(value: Any) -> Any:
+    """``value`` with NumPy arrays and scalars, tuples and dataclasses made plain JSON values."""
+    if isinstance(value, dict):
+        return {k: jsonable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [jsonable(v) for v in value]
+    if hasattr(value, "__dataclass_fields__"):
+        return jsonable(dict(vars(value)))
+    if isinstance(value, np.ndarray | np.generic):
+        return value.tolist()
+    return value

@@ -27,6 +27,7 @@ import numpy as np
 
 from stanaccel.approx import KeepConstants
 from stanaccel.densities import evaluations
+from stanaccel.diagnostics.files import jsonable
 from stanaccel.executors import Executor, SerialExecutor, check_spec, executor_from
 from stanaccel.kernels import KernelRun, run_chains
 from stanaccel.programs import program_path
@@ -171,7 +172,7 @@ class SampleResult(Result):
             "invariance": "exact" if self.exact else "approximate: does not leave the posterior invariant",
             "program": self.program,
             "seed": self.seed,
-            "settings": json.dumps(_jsonable(self.config.as_dict())),
+            "settings": json.dumps(jsonable(self.config.as_dict())),
             "setting_sources": json.dumps(self.sources),
             "charged_seconds": json.dumps(self.charged_seconds),
             "wall_seconds": self.wall_seconds,
@@ -200,7 +201,7 @@ class SampleResult(Result):
             "charged_seconds": dict(self.charged_seconds),
             "acceptance": self.acceptance,
             "interrupted": self.interrupted,
-            "settings": _jsonable(self.config.as_dict()),
+            "settings": jsonable(self.config.as_dict()),
             "setting_sources": dict(self.sources),
         }
 
@@ -667,18 +668,6 @@ def _cost(density) -> dict[str, float]:
     }
 
 
-def _jsonable(value: Any) -> Any:
-    if isinstance(value, dict):
-        return {k: _jsonable(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_jsonable(v) for v in value]
-    if hasattr(value, "__dataclass_fields__"):
-        return _jsonable(dict(vars(value)))
-    if isinstance(value, np.generic):
-        return value.item()
-    return value
-
-
 def write_result(
     result: SampleResult, output: str | Path, metrics_path: str | Path | None = None
 ) -> tuple[Path, dict[str, Any] | None]:
@@ -695,5 +684,5 @@ def write_result(
     metrics = result.metrics()
     path = Path(written)
     metrics_path = metrics_path or path.with_name(path.name.removesuffix(".nc") + ".metrics.json")
-    Path(metrics_path).write_text(json.dumps(_jsonable(metrics), indent=2))
+    Path(metrics_path).write_text(json.dumps(jsonable(metrics), indent=2))
     return written, metrics

@@ -21,6 +21,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+from stanaccel.diagnostics.files import jsonable
 from stanaccel.sampling.config import METHODS, ConfigError, check_setting, keys
 from stanaccel.sampling.engine import SampleResult, sample, write_result
 from stanaccel.workflow.context import RunContext
@@ -170,9 +171,4 @@ def kernel_statistics(result: SampleResult) -> dict[str, Any]:
     out = {"chains": chains}
     if "autoencoder" in result.reports:
         out["autoencoder"] = result.reports["autoencoder"]
-    return json.loads(json.dumps(out, default=_plain))
-
-
-def _plain(value: Any) -> Any:
-    """NumPy values as plain numbers and lists."""
-    return value.tolist() if hasattr(value, "tolist") else str(value)
+    return json.loads(json.dumps(jsonable(out), default=str))

@@ -38,6 +38,7 @@ import numpy as np
 
 from stanaccel.datasets import GENERATORS, generate
 from stanaccel.diagnostics import convergence_metrics, summary, to_inference_data
+from stanaccel.diagnostics.files import jsonable
 from stanaccel.programs import program_path
 from stanaccel.sampling.program import Program, prepare_data
 from stanaccel.stan import StanModel, write_data
@@ -62,7 +63,7 @@ def generate_step(step: dict[str, Any], context: RunContext, seed: int) -> dict[
     dataset = generate(step.get("generator", ""), seed=seed, **options)
     folder = _folder(context, step)
     write_data(folder / "data.json", dataset.data)
-    (folder / "truth.json").write_text(json.dumps(_jsonable(dataset.truth), indent=2))
+    (folder / "truth.json").write_text(json.dumps(jsonable(dataset.truth), indent=2))
     print(f"  {dataset.program} data: " + ", ".join(f"{k}={v}" for k, v in options.items()))
     return {
         "program": dataset.program,
@@ -207,11 +208,3 @@ def _folder(context: RunContext, step: dict[str, Any]) -> Path:
     folder = context.output / step["name"]
     folder.mkdir(parents=True, exist_ok=True)
     return folder
-
-
-def _jsonable(value: Any) -> Any:
-    if isinstance(value, dict):
-        return {k: _jsonable(v) for k, v in value.items()}
-    if isinstance(value, np.ndarray | np.generic):
-        return value.tolist()
-    return value
