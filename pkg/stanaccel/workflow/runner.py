@@ -150,7 +150,8 @@ def _run_steps(workflow: Workflow, context: RunContext, use_cache: bool) -> RunC
             _write(workflow.output / "run.json", record)
             continue
         print(f"[{workflow.name}] step {step['name']} ({step['action']}), seed {seed}", flush=True)
-        step_cache.start(folder, key)
+        if step["action"] not in step_cache.UNCACHED_ACTIONS:
+            step_cache.start(folder, key)
         watch = InterruptWatch()
         try:
             with watch.watching():
