@@ -95,7 +95,7 @@ class HessianPCNWithoutReference(HessianPCN):
         return 0.0
 
 
-def hessian_pcn(kernel=HessianPCN):
+def hessian_pcn(kernel=HessianPCN, density=None):
     """h-pCN with a deliberately imperfect Laplace reference: off the mean, half the Hessian.
 
     The kernel needs no whitened prior to be exact (only to be efficient), so
@@ -103,7 +103,7 @@ def hessian_pcn(kernel=HessianPCN):
     """
     _, covariance = exact_posterior(DATA)
     values, vectors = np.linalg.eigh(np.linalg.inv(covariance) - np.eye(len(MEAN)))
-    return kernel(mvn_density(DATA), MEAN + SD, values / 2, vectors, rho=0.3)
+    return kernel(density or mvn_density(DATA), MEAN + SD, values / 2, vectors, rho=0.3)
 
 
 def approximation(beta: float = 0.4):
@@ -152,6 +152,10 @@ def correct_kernels():
         "DC (MH)": (DiscretizingChain(posterior, mh_on(approximation()), moves=3, jump=4), None),
         "DC (HMC)": (
             DiscretizingChain(posterior, HMC(approximation(), step_size=0.3, n_steps=3), moves=2, jump=3),
+            None,
+        ),
+        "DC (h-pCN)": (
+            DiscretizingChain(posterior, hessian_pcn(density=approximation()), moves=2, jump=3),
             None,
         ),
         "TT over approximations": (

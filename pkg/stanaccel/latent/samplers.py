@@ -55,7 +55,7 @@ from stanaccel.densities import safe_log_density, safe_log_density_gradient
 from stanaccel.kernels.hmc import DIVERGENCE
 from stanaccel.kernels.integrator import leapfrog
 from stanaccel.kernels.metropolis import accept
-from stanaccel.kernels.pcn import pcn_proposal, pcn_rho
+from stanaccel.kernels.pcn import gaussian_root, pcn_proposal, pcn_rho, whiten
 from stanaccel.kernels.state import (
     Info,
     State,
@@ -310,7 +310,7 @@ class AutoencoderPCN(_LatentMoves):
         if prior is not None:
             mean, cov = (np.asarray(a, dtype=float) for a in prior)
             cov = np.diag(cov) if cov.ndim == 1 else cov
-            self.prior = (mean, cov, np.linalg.cholesky(cov))
+            self.prior = (mean, cov, gaussian_root(cov))
         if reference is None:
             if self.prior is not None:
                 E = self.encoder_linear
@@ -321,15 +321,15 @@ class AutoencoderPCN(_LatentMoves):
                 raise ValueError("give a latent reference (mean, covariance) or the model's Gaussian prior")
         self.reference_mean = np.asarray(reference[0], dtype=float)
         self.reference_cov = np.atleast_2d(np.asarray(reference[1], dtype=float))
-        self._reference_cholesky = np.linalg.cholesky(self.reference_cov)
+        self._reference_cholesky = gaussian_root(self.reference_cov)
 
     def _log_reference(self, z: np.ndarray) -> float:
-        w = np.linalg.solve(self._reference_cholesky, z - self.reference_mean)
+        w = whiten(self._reference_cholesky, z - self.reference_mean)
         return -0.5 * float(w @ w)
 
     def _log_prior(self, q: np.ndarray) -> float:
         mean, _, chol = self.prior
-        w = np.linalg.solve(chol, q - mean)
+        w = whiten(chol, q - mean)
         return -0.5 * float(w @ w)
 
     def _log_target(self, z: np.ndarray, q: np.ndarray, lp: float) -> float:

@@ -108,3 +108,34 @@ def gauss_newton_hessian(posterior, xi: np.ndarray) -> GaussNewtonHessian:
     jacobian = posterior.prior.pullback(jacobian_u.T).T  # J_xi = J_u L
     _, singular, right = np.linalg.svd(jacobian / posterior.noise_sd, full_matrices=False)
     return GaussNewtonHessian(singular**2, right.T, jacobian)
+
+
+def draw_laplace(
+    map_xi, hessian: GaussNewtonHessian, rng: np.random.Generator, size: int | None = None
+) -> np.ndarray:
+    """Draws of the Laplace approximation N(map, (I + H)^-1) in whitened coordinates, O(dim r) each.
+
+    With H = V diag(lambda) V^T of low rank r, (I + H)^(-1/2) = I - V diag(1 - 1/sqrt(1 + lambda)) V^T
+    (the square root :class:`~stanaccel.kernels.HessianPCN` proposes with), so
+    x = map + z - V diag(1 - 1/sqrt(1 + lambda)) V^T z for z ~ N(0, I).
+
+    Parameters
+    ----------
+    map_xi : ndarray or MAPEstimate
+        The centre (a :class:`MAPEstimate` gives its ``xi``).
+    hessian : GaussNewtonHessian
+        Its ``eigenvalues`` and ``eigenvectors``.
+    rng : numpy Generator
+    size : int, optional
+        Number of draws (rows); one vector when None.
+    """
+    centre = np.asarray(getattr(map_xi, "xi", map_xi), dtype=float)
+    vectors = hessian.eigenvectors
+    if centre.ndim != 1 or vectors.shape[0] != centre.shape[0]:
+        raise ValueError(
+            f"the MAP (shape {centre.shape}) and the Hessian's eigenvectors (shape {vectors.shape}) "
+            "must have the same dimension"
+        )
+    shrink = 1 - 1 / np.sqrt(1 + hessian.eigenvalues)
+    z = rng.standard_normal(centre.shape if size is None else (size, centre.shape[0]))
+    return centre + z - ((z @ vectors) * shrink) @ vectors.T

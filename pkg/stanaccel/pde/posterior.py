@@ -3,14 +3,19 @@
 log pi(xi) = -0.5 |obs(u(xi)) - data|^2 / sd^2 - 0.5 |xi|^2 (up to a
 constant), u(xi) = mean + L xi. It has the interface of a Stan model (``dim``,
 ``log_density``, ``log_density_gradient -> (lp, grad)``, the evaluation
-counters ``n_log_density`` and ``n_gradient``), so kernels run on it
-unchanged. :attr:`likelihood` is the log likelihood alone, the density pCN
-wants (its prior in xi is N(0, I)).
+counters ``n_log_density`` and ``n_gradient``, ``with_data``,
+``param_unc_names``), so kernels run on it unchanged and the sampling engine
+takes it where it takes a Stan program (:mod:`stanaccel.pde.target`).
+:attr:`likelihood` is the log likelihood alone, the density pCN wants (its
+prior in xi is N(0, I)).
 """
 
 from __future__ import annotations
 
 import numpy as np
+
+REMEMBERED = 1_000_000
+"""How many log-likelihood values a posterior remembers (by a hash of the point) for its draws' summaries."""
 
 
 class PDEPosterior:
@@ -39,7 +44,34 @@ class PDEPosterior:
         self.dim = solver.dim
         self.n_log_density = 0
         self.n_gradient = 0
+        self.beta = 1.0
+        self.name = f"elliptic_{solver.n}x{solver.n}_p{solver.degree}"
         self.likelihood = PDELikelihood(self)
+        self.remembered: dict[int, float] = {}
+
+    def with_data(self, data: dict | None = None) -> PDEPosterior:
+        """A fresh instance (its own counters) of this posterior, tempered when ``data`` sets ``beta``.
+
+        What a Stan model's ``with_data`` is to the sampling engine: each chain
+        gets its own instance, and ``{"beta": b}`` gives prior x likelihood^b
+        (b = 0: the prior), the tempering family's ladder.
+        """
+        data = dict(data or {})
+        unknown = set(data) - {"beta"}
+        if unknown:
+            raise ValueError(f"the PDE posterior takes only beta as data, not {sorted(unknown)}")
+        copy = object.__new__(PDEPosterior)
+        copy.__dict__.update(self.__dict__)
+        copy.n_log_density = copy.n_gradient = 0
+        copy.beta = float(data.get("beta", self.beta))
+        if not copy.beta >= 0:
+            raise ValueError(f"beta must be non-negative, not {copy.beta}")
+        copy.likelihood = PDELikelihood(copy)
+        return copy
+
+    def param_unc_names(self) -> list[str]:
+        """``xi.1``, ``xi.2``, ...: the names Stan gives a ``vector[dim] xi`` (the surrogates' parameter)."""
+        return [f"xi.{i + 1}" for i in range(self.dim)]
 
     def __repr__(self) -> str:
         s = self.solver
@@ -58,23 +90,41 @@ class PDEPosterior:
 
     def log_likelihood(self, xi: np.ndarray) -> float:
         """-0.5 |obs - data|^2 / sd^2 (one forward solve)."""
-        return -self.solver.misfit(self.field(xi), self.data, self.noise_sd)
+        value = -self.solver.misfit(self.field(xi), self.data, self.noise_sd)
+        self._remember(xi, value)
+        return value
 
     def log_likelihood_gradient(self, xi: np.ndarray) -> tuple[float, np.ndarray]:
         """The log likelihood and its gradient in xi (one forward, one adjoint solve)."""
         misfit, gradient_u = self.solver.misfit_gradient(self.field(xi), self.data, self.noise_sd)
+        self._remember(xi, -misfit)
         return -misfit, -self.prior.pullback(gradient_u)
 
-    def log_density(self, xi: np.ndarray) -> float:
+    def _remember(self, xi: np.ndarray, value: float) -> None:
+        # Every draw of an exact kernel is a point where the density was evaluated, so the log
+        # likelihood of the draws (a summary every PDE study reports) costs no solve afterwards.
+        if len(self.remembered) < REMEMBERED:
+            self.remembered[hash(np.asarray(xi, dtype=float).tobytes())] = value
+
+    def recall_log_likelihood(self, xi: np.ndarray) -> float:
+        """The log likelihood at xi: remembered from an evaluation there, else solved for."""
+        value = self.remembered.get(hash(np.asarray(xi, dtype=float).tobytes()))
+        return self.log_likelihood(xi) if value is None else value
+
+    def log_density(self, xi: np.ndarray, propto: bool = True) -> float:
+        """log pi(xi) up to a constant (``propto``: Stan's signature; the constants are always dropped)."""
         self.n_log_density += 1
         xi = self.check_point(xi)
-        return self.log_likelihood(xi) - 0.5 * float(xi @ xi)
+        value = self.log_likelihood(xi) if self.beta else 0.0
+        return self.beta * value - 0.5 * float(xi @ xi)
 
-    def log_density_gradient(self, xi: np.ndarray) -> tuple[float, np.ndarray]:
+    def log_density_gradient(self, xi: np.ndarray, propto: bool = True) -> tuple[float, np.ndarray]:
         self.n_gradient += 1
         xi = self.check_point(xi)
+        if not self.beta:
+            return -0.5 * float(xi @ xi), -xi
         value, gradient = self.log_likelihood_gradient(xi)
-        return value - 0.5 * float(xi @ xi), gradient - xi
+        return self.beta * value - 0.5 * float(xi @ xi), self.beta * gradient - xi
 
 
 class PDELikelihood:

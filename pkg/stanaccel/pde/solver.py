@@ -83,6 +83,10 @@ class EllipticSolver:
         Degrees of freedom of u (and p).
     nodes : ndarray, (2, dim)
         Coordinates of the degrees of freedom (u's nodal values sit there).
+    source : callable
+        The forcing, kept so that the same problem can be posed on another mesh.
+    pinned : int
+        The node where the pinned formulation fixes p = 0 before shifting it (the corner (0, 0)).
     """
 
     def __init__(self, n: int, degree: int, source, sensors: np.ndarray, formulation: str = "pinned"):
@@ -94,14 +98,15 @@ class EllipticSolver:
         self.nodes = self.basis.doflocs
         self.stiffness = StiffnessMap(self.basis)
         self.boundary = boundary_weights(self.basis)
+        self.source = source
         self.load = load_vector(self.basis, source)
         sensors = np.atleast_2d(np.asarray(sensors, dtype=float))
         if sensors.shape[1] != 2 or np.any((sensors < 0) | (sensors > 1)):
             raise ValueError(f"sensors must be (k, 2) points in the unit square, not shape {sensors.shape}")
         self.sensors = sensors
         self.observation = sp.csr_matrix(self.basis.probes(sensors.T))
-        pin = int(np.argmin(np.sum(self.nodes**2, axis=0)))  # the corner (0, 0), a boundary node
-        free = np.setdiff1d(np.arange(self.dim), [pin])
+        self.pinned = int(np.argmin(np.sum(self.nodes**2, axis=0)))  # the corner (0, 0), a boundary node
+        free = np.setdiff1d(np.arange(self.dim), [self.pinned])
         self._pattern = self._pinned_pattern(free)
         reference = self._pinned_matrix(self.stiffness.matrix_values(np.ones(self.stiffness.values.shape[1])))
         ordering = splu(reference, permc_spec="MMD_AT_PLUS_A", options={"SymmetricMode": True}).perm_c

@@ -29,7 +29,9 @@ from stanaccel.kernels import (
     power_ladder,
     subsampled_ladder,
 )
-from stanaccel.sampling.config import SamplerConfig
+from stanaccel.kernels.hessian_pcn import HessianPCN
+from stanaccel.kernels.pcn import gaussian_root, whiten
+from stanaccel.sampling.config import ConfigError, SamplerConfig
 from stanaccel.sampling.program import approximation, observations_for
 from stanaccel.stan import StanModel, compile_program
 
@@ -50,6 +52,13 @@ class Tuning:
         Warm-up draws after adaptation settled (for reference Gaussians and autoencoders).
     seconds : float
         The warm-up's time, charged to the sampler.
+    laplace : (mean, eigenvalues, eigenvectors), optional
+        A Laplace approximation N(mean, (I + V diag(eigenvalues) V^T)^-1) in
+        whitened coordinates (the PDE posterior's MAP and Gauss-Newton
+        Hessian): the reference of ``h-pcn`` and of the ``h-pcn`` inner kernel.
+    whitened : bool
+        The prior is N(0, I) in these coordinates (the PDE posterior): pCN's
+        reference is that prior unless the user sets ``prior_sd``.
     """
 
     step_size: float | None
@@ -57,6 +66,8 @@ class Tuning:
     starts: np.ndarray
     draws: np.ndarray | None
     seconds: float
+    laplace: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+    whitened: bool = False
 
     @property
     def covariance(self) -> np.ndarray:
@@ -72,6 +83,8 @@ class Tuning:
         from stanaccel.latent import default_latent_dim
 
         tuned = {"latent_dim": default_latent_dim(dim)}
+        if self.whitened:
+            tuned["prior_sd"] = 1.0
         if self.step_size is not None:
             tuned.update(step_size=self.step_size, scale=2.38 / np.sqrt(dim))
         return tuned
@@ -85,13 +98,28 @@ class Tuning:
         return mean, cov + 1e-9 * np.trace(cov) / len(cov) * np.eye(len(cov))
 
 
-def inner_kernel(config: SamplerConfig, density, tuning: Tuning, beta: float = 1.0, kind: str | None = None):
-    """The MH or HMC move of ``config`` on ``density``, at inverse temperature ``beta``.
+def inner_kernel(
+    config: SamplerConfig,
+    density,
+    tuning: Tuning,
+    beta: float = 1.0,
+    kind: str | None = None,
+    step: float | None = None,
+):
+    """The MH, HMC, pCN or h-pCN move of ``config`` on ``density``, at inverse temperature ``beta``.
 
     ``temperature_scaling`` says which moves widen at level m, by
-    beta_m^(-1/2), as the tempered target's width grows.
+    beta_m^(-1/2), as the tempered target's width grows. pCN and h-pCN
+    (approximation methods only) move with ``pcn_step`` about the Gaussian
+    reference of :func:`gaussian_reference` and :func:`laplace_reference`
+    (``step``, when given, instead of ``pcn_step``: for tuning it).
     """
     kind = kind or config.inner
+    step = getattr(config, "pcn_step", None) if step is None else step
+    if kind == "pcn":
+        return pcn_kernel(density, gaussian_reference(config, tuning, density.dim), step)
+    if kind == "h-pcn":
+        return HessianPCN(density, *laplace_reference(tuning, config.method), step=step)
     scaling = getattr(config, "temperature_scaling", "none")
     widen = beta**-0.5 if beta > 0 else 1.0
     precondition = config.precondition
@@ -107,6 +135,41 @@ def inner_kernel(config: SamplerConfig, density, tuning: Tuning, beta: float = 1
     return kernel if steps == 1 else Cycle([kernel] * steps)
 
 
+def gaussian_reference(config: SamplerConfig, tuning: Tuning, dim: int) -> tuple[np.ndarray, np.ndarray]:
+    """pCN's Gaussian reference: N(0, prior_sd^2 I) when ``prior_sd`` is set or tuned, else the warm-up's."""
+    prior_sd = getattr(config, "prior_sd", None)
+    if prior_sd is None and tuning.whitened:
+        prior_sd = 1.0
+    if prior_sd is None:
+        return tuning.gaussian()
+    return np.zeros(dim), np.full(dim, float(prior_sd) ** 2)
+
+
+def laplace_reference(tuning: Tuning, method: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The warm-up's Laplace approximation (mean, eigenvalues, eigenvectors), or a clear error without one."""
+    if tuning.laplace is None:
+        raise ConfigError(
+            f"{method}: h-pCN needs a Laplace approximation (a MAP and a Gauss-Newton Hessian in whitened "
+            "coordinates), which the PDE posterior provides and a Stan program does not; on a Stan program "
+            "use pcn, whose reference is a Gaussian fitted to the warm-up"
+        )
+    return tuning.laplace
+
+
+def pcn_kernel(density, reference: tuple[np.ndarray, np.ndarray], step: float):
+    """pCN on ``density`` about the Gaussian ``reference``; O(dim) per step for N(0, I).
+
+    About the standard normal (a whitened prior) it is :class:`HessianPCN` with no
+    eigenpairs, the same proposals and decisions as plain pCN on the likelihood,
+    without the O(dim^2) products of a general Gaussian reference.
+    """
+    mean, cov = reference
+    root = gaussian_root(cov)
+    if root.ndim == 1 and np.all(root == 1.0) and not np.any(mean):
+        return HessianPCN(density, mean, np.zeros(0), np.zeros((len(mean), 0)), step=step)
+    return PCN(ReferenceRatio(density, mean, cov), mean, cov, step=step)
+
+
 class ReferenceRatio:
     """log pi(x) - log N(x | mean, cov): the likelihood part of pi for pCN with a Gaussian reference."""
 
@@ -114,7 +177,7 @@ class ReferenceRatio:
         self.density = density
         self.dim = density.dim
         self.mean = mean
-        self.cholesky = np.linalg.cholesky(cov)
+        self.root = gaussian_root(cov)
 
     @property
     def n_log_density(self) -> int:
@@ -125,7 +188,7 @@ class ReferenceRatio:
         return self.density.n_gradient
 
     def log_density(self, x: np.ndarray) -> float:
-        w = np.linalg.solve(self.cholesky, x - self.mean)
+        w = whiten(self.root, x - self.mean)
         return self.density.log_density(x) + 0.5 * float(w @ w)
 
 
@@ -179,9 +242,10 @@ class KernelFactory:
         if method in ("mh", "hmc"):
             return inner_kernel(config, self._record(self.timed_posterior()), self.tuning, kind=method)
         if method == "pcn":
-            mean, cov = self.reference()
-            ratio = ReferenceRatio(self._record(self.timed_posterior()), mean, cov)
-            return PCN(ratio, mean, cov, step=config.pcn_step)
+            return pcn_kernel(self._record(self.timed_posterior()), self.reference(), config.pcn_step)
+        if method == "h-pcn":
+            laplace = laplace_reference(self.tuning, method)
+            return HessianPCN(self._record(self.timed_posterior()), *laplace, step=config.pcn_step)
         if method in ("pt", "tt", "spt", "stt"):
             return self._tempering()
         if method in ("dc", "tt-approx"):
@@ -194,12 +258,8 @@ class KernelFactory:
         raise ValueError(f"method {method!r} has no kernel (nuts and latent-nuts run Stan's NUTS)")
 
     def reference(self) -> tuple[np.ndarray, np.ndarray]:
-        """pCN's Gaussian reference: the prior N(0, prior_sd^2 I) when set, else one fitted to the warm-up."""
-        prior_sd = getattr(self.config, "prior_sd", None)
-        if prior_sd is None:
-            return self.tuning.gaussian()
-        dim = self.model.dim
-        return np.zeros(dim), np.eye(dim) * prior_sd**2
+        """pCN's Gaussian reference (:func:`gaussian_reference`)."""
+        return gaussian_reference(self.config, self.tuning, self.model.dim)
 
     def _record(self, exact, approx: list | None = None):
         self.densities.append({"exact": exact, "approx": approx or []})

@@ -81,8 +81,26 @@ PRIOR_SD_DOC = (
     "the sd of a zero-mean Gaussian prior on the unconstrained parameters, used as pCN's reference "
     "(default: a Gaussian fitted to the warm-up draws)"
 )
+PRIOR_SD_TUNED = "1 on a posterior whose prior is whitened, N(0, I) (the PDE posterior)"
 TUNE_DOC = "iterations tuning the pCN or latent step before sampling (their time is charged)"
-APPROXIMATION_KINDS = ("subset", "fitc", "sor", "program")
+THIN_DOC = "keep every thin-th state (draws counts the kept ones), for long chains of cheap steps"
+
+
+def pcn_step_setting(doc: str, acceptance: float):
+    """The pCN step h, tuned by Robbins-Monro for ``acceptance``."""
+    return setting(
+        doc=doc,
+        kind="number",
+        low=0,
+        high=4,
+        low_open=True,
+        high_open=True,
+        tuned=f"Robbins-Monro for acceptance {acceptance} over `tune` iterations",
+        fallback=0.5,
+    )
+
+
+APPROXIMATION_KINDS = ("subset", "fitc", "sor", "program", "coarse", "linearized")
 
 
 @dataclass(frozen=True)
@@ -96,11 +114,17 @@ class Approximation:
         ``observations``), its likelihood scaled by N/m when ``scale``;
         "program": a second Stan program (``program``) with the same
         parameters, on ``data`` (default: the posterior's data);
-        "fitc", "sor": the bundled low-rank approximations of ``gp_ard``.
+        "fitc", "sor": the bundled low-rank approximations of ``gp_ard``;
+        "coarse", "linearized": the PDE posterior's surrogates in Stan, the
+        same PDE on an m x m mesh, or the forward map linearised at the MAP
+        (:mod:`stanaccel.pde.surrogates`), each with the enhanced error model
+        unless ``scale`` is false.
     m : int
-        Subset size or number of inducing inputs.
+        Subset size, number of inducing inputs, or cells per side of a coarse mesh.
     scale : bool
-        Subsets: multiply the subset's likelihood by N/m (the program's ``beta``).
+        Subsets: multiply the subset's likelihood by N/m (the program's ``beta``);
+        PDE surrogates: add the enhanced error model (mean and covariance of the
+        surrogate's error over Laplace draws).
     inducing : str
         Low rank: "landmarks" or "kmeans".
     program, data : str
@@ -139,7 +163,7 @@ class Approximation:
             )
         if approx.kind == "program" and not approx.program:
             raise ConfigError(f"{where}: kind 'program' needs program = \"approx.stan\"")
-        if approx.kind != "program" and (not isinstance(approx.m, int) or approx.m < 1):
+        if approx.kind not in ("program", "linearized") and (not isinstance(approx.m, int) or approx.m < 1):
             raise ConfigError(f"{where}.m = {approx.m!r}: kind {approx.kind!r} needs a positive integer m")
         if approx.inducing not in ("landmarks", "kmeans"):
             raise ConfigError(f"{where}.inducing = {approx.inducing!r}: expected 'landmarks' or 'kmeans'")
@@ -151,7 +175,10 @@ class Approximation:
     def label(self) -> str:
         if self.kind == "program":
             return f"program {self.program}" + (f" on {self.data}" if self.data else "")
-        return f"{self.kind} m={self.m}"
+        plain = "" if self.scale or self.kind not in ("coarse", "linearized") else " (no error model)"
+        if self.kind == "linearized":
+            return "linearized" + plain
+        return f"{self.kind} m={self.m}{plain}"
 
 
 @dataclass(frozen=True)
@@ -299,20 +326,28 @@ class HMCConfig(_HMCMove):
 class PCNConfig(SamplerConfig):
     """pCN with a Gaussian reference (fitted to the warm-up, or a prior): exact, pi / reference accepts."""
 
-    prior_sd: float | None = setting(doc=PRIOR_SD_DOC, kind="number", low=0, low_open=True)
+    prior_sd: float | None = setting(
+        doc=PRIOR_SD_DOC, kind="number", low=0, low_open=True, tuned=PRIOR_SD_TUNED
+    )
 
     method: ClassVar[str] = "pcn"
-    pcn_step: float | None = setting(
-        doc="pCN step h (rho = (1 - h/4) / (1 + h/4))",
-        kind="number",
-        low=0,
-        high=4,
-        low_open=True,
-        high_open=True,
-        tuned="Robbins-Monro for acceptance 0.25 over `tune` iterations",
-        fallback=0.5,
-    )
+    pcn_step: float | None = pcn_step_setting("pCN step h (rho = (1 - h/4) / (1 + h/4))", 0.25)
     tune: int = setting(100, doc=TUNE_DOC, kind="int", low=0)
+    thin: int = setting(1, doc=THIN_DOC, kind="int", low=1)
+
+
+@dataclass(frozen=True)
+class HPCNConfig(SamplerConfig):
+    """Hessian-informed pCN: reversible for the Laplace approximation N(MAP, (I + H)^-1); exact.
+
+    Needs a Laplace approximation in whitened coordinates, which the PDE
+    posterior's warm-up makes (its MAP and Gauss-Newton Hessian).
+    """
+
+    method: ClassVar[str] = "h-pcn"
+    pcn_step: float | None = pcn_step_setting("h-pCN step h (rho = (1 - h/4) / (1 + h/4))", 0.25)
+    tune: int = setting(100, doc=TUNE_DOC, kind="int", low=0)
+    thin: int = setting(1, doc=THIN_DOC, kind="int", low=1)
 
 
 @dataclass(frozen=True)
@@ -380,8 +415,17 @@ class STTConfig(TTConfig):
 @dataclass(frozen=True)
 class _WithApproximations(_Inner):
     inner: str = setting(
-        "mh", doc="kernel that moves on the approximation", kind="str", choices=INNER_KERNELS
+        "mh",
+        doc="kernel that moves on the approximation (pcn, h-pcn: about the whitened prior or the Laplace "
+        "approximation)",
+        kind="str",
+        choices=(*INNER_KERNELS, "pcn", "h-pcn"),
     )
+    pcn_step: float | None = pcn_step_setting("inner pCN or h-pCN step h on the approximation", 0.25)
+    tune: int = setting(
+        100, doc="iterations tuning the inner pCN step on the approximation", kind="int", low=0
+    )
+    thin: int = setting(1, doc=THIN_DOC, kind="int", low=1)
     inner_steps: int = setting(1, doc="inner transitions per move (k)", kind="int", low=1)
     observations: Observations | None = setting(
         doc="which data are per observation (subset approximations)", kind="observations"
@@ -466,17 +510,11 @@ class AEPCNConfig(_Latent):
     """pCN in an autoencoder's latent space, accepted in the original space."""
 
     method: ClassVar[str] = "ae-pcn"
-    prior_sd: float | None = setting(doc=PRIOR_SD_DOC, kind="number", low=0, low_open=True)
-    pcn_step: float | None = setting(
-        doc="pCN step h in the latent space",
-        kind="number",
-        low=0,
-        high=4,
-        low_open=True,
-        high_open=True,
-        tuned="Robbins-Monro for acceptance 0.3",
-        fallback=0.5,
+    prior_sd: float | None = setting(
+        doc=PRIOR_SD_DOC, kind="number", low=0, low_open=True, tuned=PRIOR_SD_TUNED
     )
+    pcn_step: float | None = pcn_step_setting("pCN step h in the latent space", 0.3)
+    thin: int = setting(1, doc=THIN_DOC, kind="int", low=1)
 
 
 @dataclass(frozen=True)
@@ -496,6 +534,7 @@ METHODS: dict[str, type[SamplerConfig]] = {
         MHConfig,
         HMCConfig,
         PCNConfig,
+        HPCNConfig,
         PTConfig,
         TTConfig,
         SPTConfig,

@@ -59,13 +59,17 @@ def warmup_share(fit: NutsFit) -> float:
 def method_label(config: SamplerConfig) -> str:
     """A short name of the sampler for tables and messages, such as "TT (HMC)" or "AE-pCN (exact)"."""
     method = config.method
-    inner = getattr(config, "inner", "").upper()
+    inner = {"pcn": "pCN", "h-pcn": "h-pCN"}.get(
+        getattr(config, "inner", ""), getattr(config, "inner", "").upper()
+    )
     if method == "nuts":
         return "Stan NUTS"
     if method in ("mh", "hmc"):
         return method.upper()
     if method == "pcn":
         return "pCN"
+    if method == "h-pcn":
+        return "h-pCN"
     if method in ("pt", "tt", "spt", "stt", "dc"):
         return f"{method.upper()} ({inner})"
     if method == "tt-approx":
@@ -287,6 +291,8 @@ def sample(
     config = make_config(method, settings, sources)
     if isinstance(executor, str):
         check_spec(executor)  # a mistake found before the warm-up, not after
+    if is_target(program):
+        return _sample_target(config, program, seed, warmup_from, progress, say, checkpoint, executor)
     if isinstance(program, StanModel) and data is None:
         data = json.loads(program.data_json)
     source = Program.of(_program_file(program))
@@ -307,6 +313,25 @@ def sample(
     with _executor(executor) as chosen:
         return run_sampler(
             config, model, data, tuning, seed=seed, seeds=seeds, charged=charged, say=say, progress=progress,
+            checkpoint=checkpoint, executor=chosen,
+        )  # fmt: skip
+
+
+def is_target(program) -> bool:
+    """Whether ``program`` is a Python target (a PDETarget: its own warm-up), not a Stan program."""
+    return hasattr(program, "warm_up") and hasattr(program, "with_data")
+
+
+def _sample_target(config, target, seed, warmup_from, progress, say, checkpoint, executor) -> SampleResult:
+    """``sample`` on a Python target: its own warm-up (the PDE posterior's Laplace approximation)."""
+    if warmup_from is not None:
+        raise ValueError(f"{target.name} makes its own warm-up; warmup_from is for Stan programs")
+    target.check(config)
+    seeds = spawn_seeds(seed, SEEDS)
+    tuning = target.warm_up(config.chains, config.warmup, seeds["nuts"], say)
+    with _executor(executor) as chosen:
+        return run_sampler(
+            config, target, {}, tuning, seed=seed, seeds=seeds, say=say, progress=progress,
             checkpoint=checkpoint, executor=chosen,
         )  # fmt: skip
 
@@ -395,24 +420,36 @@ def run_sampler(
     factory = KernelFactory(resolved, model, data, tuning, seed=seeds["subsets"], maps=maps)
     if method in ("dc", "tt-approx") and describe:
         reports["approximations"] = _describe_approximations(factory, tuning, seeds["tuning"], say)
+    if method in ("dc", "tt-approx") and hasattr(model, "approximation_seconds"):
+        built = [model.approximation_seconds.get(spec.label, 0.0) for spec in factory.approximations()]
+        if sum(built):
+            charged["approximations"] = sum(built)
     name = model.name.removesuffix("_model")
     if method == "latent-nuts":
         run = _latent_nuts(resolved, model, data, maps, tuning, seeds, progress, say, checkpoint)
         reports["iterations"] = resolved.chains * (resolved.warmup + resolved.draws)  # its warm-up counts too
         return SampleResult(resolved, config.resolve(tuned)[1], run, name, seed, charged, reports)
-    step_key = {"pcn": "pcn_step", "ae-pcn": "pcn_step", "ae-hmc": "latent_step_size"}.get(method)
+    step_key = {
+        "pcn": "pcn_step",
+        "h-pcn": "pcn_step",
+        "ae-pcn": "pcn_step",
+        "ae-hmc": "latent_step_size",
+    }.get(method, "pcn_step" if getattr(resolved, "inner", None) in ("pcn", "h-pcn") else None)
     if step_key and step_key not in config.user_keys() and resolved.tune > 0:
         tuned[step_key] = _tune_step(factory, model, data, tuning, resolved, seeds["tuning"], charged, say)
     resolved, sources_used = config.resolve(tuned)
     factory.config = resolved
     starts = _starts(tuning.starts, resolved.chains)
-    say(f"{method_label(resolved)}: {resolved.chains} chains x {resolved.draws} draws")
+    thin = getattr(resolved, "thin", 1)
+    say(f"{method_label(resolved)}: {resolved.chains} chains x {resolved.draws} draws" + (
+        f" (every {thin}th of {resolved.draws * thin})" if thin > 1 else ""))  # fmt: skip
     if executor is None or isinstance(executor, SerialExecutor):
         run = run_chains(
             factory,
             starts,
             resolved.draws,
             seed=seeds["chains"],
+            thin=thin,
             constrain=_constrainer(model),
             name=method_label(resolved),
             progress=progress,
@@ -423,8 +460,10 @@ def run_sampler(
         say(f"chains on {executor!r} (no checkpoints: each task's chain runs to its end)")
         run, densities = run_chains_on(
             executor, factory, starts, resolved.draws, seed=seeds["chains"], name=method_label(resolved),
-            constrain=_constrainer(model),
+            constrain=_constrainer(model), thin=thin,
         )  # fmt: skip
+    if thin > 1:
+        reports["iterations"] = resolved.chains * resolved.draws * thin
     reports["summaries"] = run.summaries
     reports["density_costs"] = [
         {"exact": _cost(d["exact"]), "approx": [_cost(a) for a in d["approx"]]} for d in densities
@@ -533,6 +572,8 @@ def _starts(starts: np.ndarray, chains: int) -> np.ndarray:
 
 
 def _constrainer(model: StanModel):
+    if hasattr(model, "constrain"):  # a Python target names its own summaries
+        return model.constrain
     variables = model.variables()
 
     def constrain(positions: np.ndarray) -> dict[str, np.ndarray]:
@@ -593,16 +634,18 @@ def _describe_approximations(factory: KernelFactory, tuning: Tuning, seed: int, 
 
 def _tune_step(factory, model, data, tuning, config, seed, charged, say) -> float:
     """pCN step h (acceptance 0.25), AE-pCN h (0.3) or AE-HMC latent step (0.75), by Robbins-Monro."""
-    from stanaccel.kernels import PCN
     from stanaccel.latent import tune_step
-    from stanaccel.sampling.build import ReferenceRatio
+    from stanaccel.sampling.build import inner_kernel
+    from stanaccel.sampling.program import approximation
 
     start = time.perf_counter()
     density = model.with_data(data)
-    if config.method == "pcn":
-        mean, cov = factory.reference()
-        ratio = ReferenceRatio(density, mean, cov)
-        make, target, initial, maximum = (lambda h: PCN(ratio, mean, cov, step=h)), 0.25, config.pcn_step, 3.9
+    if config.method in ("pcn", "h-pcn", "dc", "tt-approx"):
+        kind = config.method if config.method in ("pcn", "h-pcn") else None
+        if kind is None:  # the inner pCN step of dc or tt-approx, tuned on the cheapest approximation
+            density = approximation(factory.approximations()[-1], model, data, config, seed=factory.seed)
+        make = lambda h: inner_kernel(config, density, tuning, kind=kind, step=h)  # noqa: E731
+        target, initial, maximum = 0.25, config.pcn_step, 3.9
     elif config.method == "ae-pcn":
         make = lambda h: factory.latent_kernel(density, h, complement=False)  # noqa: E731
         target, initial, maximum = 0.3, config.pcn_step, 3.9
@@ -619,7 +662,7 @@ def _tune_step(factory, model, data, tuning, config, seed, charged, say) -> floa
         iterations=config.tune,
         maximum=maximum,
     )
-    charged["tuning"] = time.perf_counter() - start
+    charged["tuning"] = charged.get("tuning", 0.0) + time.perf_counter() - start
     say(f"tuned step {step:.3g} in {config.tune} iterations ({charged['tuning']:.1f} s)")
     return step
 

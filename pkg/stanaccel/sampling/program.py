@@ -173,6 +173,11 @@ def check_program(config: SamplerConfig, program, data: dict[str, Any]) -> None:
     if "observations" in needs or any(a.kind == "subset" for a in approximations):
         observations_for(config, program, data)
     for a in approximations:
+        if a.kind in ("coarse", "linearized"):
+            raise ConfigError(
+                f"approximation kind {a.kind!r} is a surrogate of the PDE posterior (stanaccel.pde), not of "
+                f"{program.name}; use kind 'subset' or a program of your own (program = \"approx.stan\")"
+            )
         if a.kind in ("fitc", "sor") and program.name != "gp_ard":
             raise ConfigError(
                 f"approximation kind {a.kind!r} is the bundled low-rank approximation of gp_ard, not of "
@@ -203,6 +208,8 @@ def approximation(
         A program approximation whose parameters differ from the posterior's in names or shapes.
     """
     seed = spawn_seed(seed, zlib.crc32(spec.label.encode()))
+    if hasattr(model, "approximation"):  # a Python target (the PDE posterior) builds its own surrogates
+        return model.approximation(spec, seed)
     if spec.kind == "subset":
         observations = observations_for(config, model, data)
         n = observations.check(data)

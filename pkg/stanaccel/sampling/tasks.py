@@ -97,6 +97,7 @@ class ChainTask:
     seed: np.random.SeedSequence
     name: str
     scratch: str | None = None
+    thin: int = 1
 
 
 @dataclass
@@ -117,11 +118,14 @@ def run_chain(task: ChainTask) -> ChainOutcome:
         task.draws,
         chain_seeds=[task.seed],
         name=task.name,
+        thin=task.thin,
     )
     return ChainOutcome(spill(run, task.scratch), factory.densities)
 
 
-def run_chains_on(executor, factory, starts: np.ndarray, draws: int, *, seed: int, name: str, constrain=None):
+def run_chains_on(
+    executor, factory, starts: np.ndarray, draws: int, *, seed: int, name: str, constrain=None, thin: int = 1
+):
     """:func:`run_chains` with each chain a task of ``executor``: the same draws as a local run.
 
     Returns the combined :class:`KernelRun` (its wall time that of the whole
@@ -131,7 +135,9 @@ def run_chains_on(executor, factory, starts: np.ndarray, draws: int, *, seed: in
     chains = len(starts)
     sequences = np.random.SeedSequence(seed).spawn(chains)
     scratch = None if executor.scratch is None else str(executor.scratch)
-    tasks = [ChainTask(factory, starts[c], draws, c, sequences[c], name, scratch) for c in range(chains)]
+    tasks = [
+        ChainTask(factory, starts[c], draws, c, sequences[c], name, scratch, thin) for c in range(chains)
+    ]
     start = time.perf_counter()
     outcomes = executor.map(run_chain, tasks)
     wall = time.perf_counter() - start

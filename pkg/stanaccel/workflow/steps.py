@@ -18,6 +18,8 @@
 - ``latent_study``: autoencoder latent-space samplers (AE-HMC, AE-pCN, exact
   and approximate) against Stan NUTS on logistic regression
   (see :mod:`stanaccel.workflow.latent_study`).
+- ``pde_study``: pCN, h-pCN, AE-pCN and the exact samplers over Stan
+  surrogates on the elliptic PDE inverse problem (see :mod:`stanaccel.workflow.pde_study`).
 - ``density_study``: the GP density model's Gibbs sampler, variational method
   and Stan baseline against a known density over data sizes
   (see :mod:`stanaccel.workflow.density_study`).
@@ -160,6 +162,12 @@ def _density_study(step: dict[str, Any], context: RunContext, seed: int) -> dict
     return density_study_step(step, context, seed)
 
 
+def _pde_study(step: dict[str, Any], context: RunContext, seed: int) -> dict[str, Any]:
+    from stanaccel.workflow.pde_study import pde_study_step
+
+    return pde_study_step(step, context, seed)
+
+
 def _report(step: dict[str, Any], context: RunContext, seed: int) -> dict[str, Any]:
     from stanaccel.workflow.report import report_step
 
@@ -174,6 +182,7 @@ ACTIONS: dict[str, Action] = {
     "approximation_study": _approximation_study,
     "latent_study": _latent_study,
     "density_study": _density_study,
+    "pde_study": _pde_study,
     "report": _report,
 }
 
