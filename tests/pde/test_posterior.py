@@ -135,6 +135,19 @@ def test_bilaplacian_prior_is_sparse_whitening_with_the_benchmark_scale():
     assert 0.8 * 1.25 < np.linalg.norm(cholesky[centre]) < 1.3 * 1.25  # marginal sd in the interior
 
 
+def test_robin_term_keeps_the_bilaplacian_sd_near_the_boundary():
+    solver = benchmark_solver(20, 1)
+    x, y = solver.nodes
+    nodes = [np.argmin((x - a) ** 2 + (y - b) ** 2) for a, b in ((0.5, 0.5), (0.5, 0.0), (0.0, 0.0))]
+    sds = {}
+    for robin in (True, False):
+        columns = BiLaplacianPrior(solver.basis, robin=robin).field(np.eye(solver.dim)).T
+        sds[robin] = np.linalg.norm(columns[nodes], axis=1)  # centre, edge, corner
+    centre, edge, corner = sds[True]
+    assert edge < 1.1 * centre and corner < 1.3 * centre  # measured 1.0 and 1.2
+    assert sds[False][1] > 1.3 * centre and sds[False][2] > 2 * centre  # without it: 1.4 and 2.1
+
+
 def test_posterior_with_the_bilaplacian_prior_has_adjoint_gradients():
     posterior = elliptic_posterior(n=10, degree=2, regime="observations", seed=1, prior="bilaplacian")
     xi = 0.5 * np.random.default_rng(6).standard_normal(posterior.dim)

@@ -124,3 +124,17 @@ def test_field_of_the_wrong_length_is_a_clear_error():
     solver = benchmark_solver(10, 1)
     with pytest.raises(ValueError, match="121 nodal values"):
         solver.observe(np.zeros(120))
+
+
+def test_an_extreme_field_is_an_arithmetic_error_so_samplers_reject_it():
+    from stanaccel.densities import safe_log_density, safe_log_density_gradient
+    from stanaccel.pde import elliptic_posterior
+
+    posterior = elliptic_posterior(n=10, degree=1, regime="observations", seed=1)
+    solver = posterior.solver
+    for u in (np.full(solver.dim, 800.0), np.r_[np.full(solver.dim - 1, -800.0), 0.0]):
+        with pytest.raises(FloatingPointError, match="exp\\(u\\)"):
+            solver.solve(u)
+    xi = np.full(posterior.dim, 1e4)  # exp(u) overflows
+    assert safe_log_density(posterior, xi) == -np.inf
+    assert safe_log_density_gradient(posterior, xi)[0] == -np.inf

@@ -141,14 +141,32 @@ class EllipticSolver:
         return u
 
     def solve(self, u: np.ndarray) -> ForwardSolution:
-        """Solve for p given u's nodal values; the factorisation is kept for adjoint solves."""
+        """Solve for p given u's nodal values; the factorisation is kept for adjoint solves.
+
+        Raises
+        ------
+        FloatingPointError
+            exp(u) overflows or vanishes somewhere, or the stiffness matrix
+            cannot be factorised: an ``ArithmeticError``, so a sampler's
+            proposal there is rejected (:mod:`stanaccel.densities`), never a crash.
+        """
         u = self.check_field(u)
-        kappa = self.stiffness.coefficient(u)
+        with np.errstate(over="ignore", under="ignore"):
+            kappa = self.stiffness.coefficient(u)
+        if not (np.all(np.isfinite(kappa)) and kappa.min() > 0):
+            raise FloatingPointError(
+                f"exp(u) is not a positive finite coefficient (u from {u.min():.3g} to {u.max():.3g})"
+            )
         values = self.stiffness.matrix_values(kappa)
-        if self.formulation == "pinned":
-            pressure, solve_adjoint = self._solve_pinned(values)
-        else:
-            pressure, solve_adjoint = self._solve_bordered(values)
+        try:
+            if self.formulation == "pinned":
+                pressure, solve_adjoint = self._solve_pinned(values)
+            else:
+                pressure, solve_adjoint = self._solve_bordered(values)
+        except RuntimeError as error:  # SuperLU: "Factor is exactly singular"
+            raise FloatingPointError(f"the stiffness matrix could not be factorised: {error}") from error
+        if not np.all(np.isfinite(pressure)):
+            raise FloatingPointError("the forward solve gave a non-finite pressure")
         return ForwardSolution(pressure, self.observation @ pressure, kappa, solve_adjoint)
 
     def observe(self, u: np.ndarray) -> np.ndarray:

@@ -25,7 +25,9 @@ surrogate-driven exact samplers of "MCMC using fast approximations"):
 It writes ``table.{md,csv,json}`` (one row per sampler: seconds with the
 warm-up charged, acceptance, the smallest bulk ESS among the summaries, ESS
 per second, ``vs_pcn``, the mean log likelihood, ``z_max`` against the
-reference, R-hat), ``surrogates.{md,csv,json}`` and ``ess_per_second.png``.
+reference, R-hat, and ``passes``: z_max below the Bonferroni limit for a
+family-wise 1e-3 and R-hat below 1.1), ``surrogates.{md,csv,json}`` and
+``ess_per_second.png``.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+from scipy.stats import norm
 
 from stanaccel.approx import KeepConstants
 from stanaccel.pde import elliptic_posterior
@@ -62,8 +65,11 @@ COLUMNS = [
     "log_lik_mean",
     "z_max",
     "rhat_max",
+    "passes",
     "exact",
 ]
+FAMILY_ALPHA = 1e-3
+"""Family-wise false-alarm rate of ``passes``: z_max below the Bonferroni limit over every mean and sd."""
 SURROGATE_COLUMNS = ["approximation", "relative_cost", "log_ratio_sd", "log_ratio_sd_no_error_model"]
 
 
@@ -148,9 +154,11 @@ def pde_study_step(step: dict[str, Any], context, seed: int) -> dict[str, Any]:
         tasks.append(SamplerTask(config, target, {}, tuning, seed, announce=announce,
                                  options={"seeds": seeds, "describe": False}))  # fmt: skip
     results = run_samplers(context.executor, tasks)
-    rows = [_row(reference_run, None, reference, "reference: ")]
+    scalars = sum(int(np.prod(reference.posterior[v].shape[2:])) for v in reference.posterior.data_vars)
+    limit = float(norm.ppf(1 - FAMILY_ALPHA / (2 * 2 * scalars)))  # a mean and an sd per scalar
+    rows = [_row(reference_run, None, reference, limit, "reference: ")]
     for result in results:
-        rows.append(_row(result, None, reference))
+        rows.append(_row(result, None, reference, limit))
     baseline = next((r for r in rows[1:] if r["method"] == "pcn"), None)
     for row in rows:
         row["vs_pcn"] = row["ess_per_second"] / baseline["ess_per_second"] if baseline else float("nan")
@@ -160,8 +168,9 @@ def pde_study_step(step: dict[str, Any], context, seed: int) -> dict[str, Any]:
     return {"rows": rows, "surrogates": surrogate_rows, "reference": reference}
 
 
-def _row(result, nuts, reference, prefix: str = "") -> dict[str, Any]:
+def _row(result, nuts, reference, limit: float, prefix: str = "") -> dict[str, Any]:
     row = score_row(result, nuts, settings=describe(result.config), reference=reference)
+    row["passes"] = bool(row["z_max"] < limit and not row["rhat_max"] >= 1.1)
     row["sampler"] = prefix + row["sampler"]
     row["method"] = result.method
     row["log_lik_mean"] = float(np.mean(result.run.constrained["log_lik"]))
