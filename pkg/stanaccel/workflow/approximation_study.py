@@ -61,7 +61,7 @@ from stanaccel.seeds import spawn_seed, spawn_seeds
 from stanaccel.stan import StanModel, compile_program
 from stanaccel.stan.nuts import sample_nuts
 from stanaccel.workflow.sample import Setting
-from stanaccel.workflow.scoring import nuts_row, plot_ess_per_second, score_row
+from stanaccel.workflow.scoring import approximation_acceptance, nuts_row, plot_ess_per_second, score_row
 from stanaccel.workflow.tables import write_table
 from stanaccel.workflow.validation import INTEGER, ListOf, Table, generator_options, one_of
 
@@ -241,12 +241,11 @@ def _row(result, name: str, settings: str, nuts: dict, reference, limit: float) 
     iterations = result.iterations
     summaries = [s for s in result.reports["summaries"] if s]
     cache = ""
+    moves = approximation_acceptance(result)
+    row["acceptance"] = row["acceptance"] if moves is None else moves
     if result.method == "dc":
-        row["acceptance"] = float(np.mean([s["move_acceptance"] for s in summaries]))
         hits = sum(s["cache_hits"] for s in summaries)
         cache = hits / max(hits + sum(s["exact_evaluations"] for s in summaries), 1)
-    elif result.method == "tt-approx":
-        row["acceptance"] = float(np.mean([s["tt_acceptance"] for s in summaries]))
     labels = [
         a.label
         for a in (

@@ -25,7 +25,8 @@ surrogate-driven exact samplers of "MCMC using fast approximations"):
 It writes ``table.{md,csv,json}`` (one row per sampler: seconds with the
 warm-up charged, acceptance, the smallest bulk ESS among the summaries, ESS
 per second, ``vs_pcn``, the mean log likelihood, ``z_max`` against the
-reference, R-hat, and ``passes``: z_max below the Bonferroni limit for a
+reference, R-hat (``acceptance`` of DC: its mark moves'; of TT: its
+trajectories'), and ``passes``: z_max below the Bonferroni limit for a
 family-wise 1e-3 and R-hat below 1.1), ``surrogates.{md,csv,json}`` and
 ``ess_per_second.png``.
 """
@@ -48,7 +49,7 @@ from stanaccel.sampling.program import approximation, describe_approximation
 from stanaccel.sampling.tasks import SamplerTask, run_samplers
 from stanaccel.seeds import spawn_seed, spawn_seeds
 from stanaccel.workflow.sample import Setting
-from stanaccel.workflow.scoring import plot_ess_per_second, score_row
+from stanaccel.workflow.scoring import approximation_acceptance, plot_ess_per_second, score_row
 from stanaccel.workflow.tables import write_table
 from stanaccel.workflow.validation import INTEGER, ListOf, Table, one_of
 
@@ -171,6 +172,8 @@ def pde_study_step(step: dict[str, Any], context, seed: int) -> dict[str, Any]:
 def _row(result, nuts, reference, limit: float, prefix: str = "") -> dict[str, Any]:
     row = score_row(result, nuts, settings=describe(result.config), reference=reference)
     row["passes"] = bool(row["z_max"] < limit and not row["rhat_max"] >= 1.1)
+    moves = approximation_acceptance(result)
+    row["acceptance"] = row["acceptance"] if moves is None else moves
     row["sampler"] = prefix + row["sampler"]
     row["method"] = result.method
     row["log_lik_mean"] = float(np.mean(result.run.constrained["log_lik"]))

@@ -119,6 +119,16 @@ def score_row(
     return row
 
 
+def approximation_acceptance(result: SampleResult) -> float | None:
+    """The acceptance that matters for a method over approximations: DC's mark moves, TT's trajectories.
+
+    None for other methods (their ``acceptance`` is their steps').
+    """
+    summaries = [s for s in result.reports.get("summaries", []) if s]
+    key = {"dc": "move_acceptance", "tt-approx": "tt_acceptance"}.get(result.method)
+    return float(np.mean([s[key] for s in summaries])) if key and summaries else None
+
+
 def reference_idata(draws: np.ndarray):
     """InferenceData of unconstrained draws (chains, draws, dim), as a reference for z-scores."""
     return to_inference_data({"posterior": {"theta": draws}})
