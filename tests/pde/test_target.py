@@ -72,3 +72,12 @@ def test_h_pcn_on_a_stan_program_says_what_to_use_instead(mvn_program):
     data = generate("mvn_mean", seed=1, N=20, D=2).data
     with pytest.raises(ConfigError, match="use pcn"):
         sample(mvn_program, data, method="h-pcn", settings={"chains": 1, "draws": 5, "warmup": 50})
+
+
+@pytest.mark.parametrize("method", ["ae-pcn", "ae-hmc"])
+def test_latent_samplers_train_on_the_laplace_draws_and_run_exactly(target, method):
+    settings = {"chains": 1, "draws": 10, "warmup": 100, "epochs": 5, "latent_dim": 12, "tune": 5}
+    result = sample(target, method=method, settings=settings, progress=False)
+    assert result.exact and result.reports["autoencoder"]["latent_dim"] == 12
+    assert {"warmup", "training"} <= set(result.charged_seconds)
+    assert np.all(np.isfinite(result.run.constrained["log_lik"]))
