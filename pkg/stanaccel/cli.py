@@ -109,6 +109,7 @@ def _sample(args: argparse.Namespace) -> int:
         sources=sources,
         log=lambda line: print(f"stanaccel sample: {line}", file=sys.stderr, flush=True),
         executor=args.executor,
+        tune=_tune_options(args),
     )
     written, metrics = write_result(result, output)
     if written != output:
@@ -128,6 +129,20 @@ def _sample(args: argparse.Namespace) -> int:
         f"{metrics['ess_per_second']:.3g} ESS/s; wrote {written}"
     )
     return 0 if written == output else 1
+
+
+def _tune_options(args: argparse.Namespace) -> dict | None:
+    """The ``tune`` argument of ``sample`` from --tune and the --tune-* options (None: no tuning)."""
+    from stanaccel.sampling.config import parse_assignment
+
+    options = {
+        key: getattr(args, f"tune_{key}")
+        for key in ("budget", "draws", "chains", "objective")
+        if getattr(args, f"tune_{key}") is not None
+    }
+    if args.tune_space:
+        options["space"] = dict(parse_assignment(text) for text in args.tune_space)
+    return options if args.tune or options else None
 
 
 def _sample_settings(args: argparse.Namespace) -> tuple[str, dict, dict[str, str]]:
@@ -284,6 +299,7 @@ def build_parser() -> argparse.ArgumentParser:
     nuts.set_defaults(func=_nuts)
 
     from stanaccel.sampling.config import METHODS, keys
+    from stanaccel.sampling.tune import OBJECTIVES
 
     sample = sub.add_parser(
         "sample",
@@ -324,6 +340,21 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sample.add_argument("--executor", metavar="SPEC", help=f"where the chains run: {EXECUTOR_HELP}")
     sample.add_argument("--quiet", "-q", action="store_true", help="no progress bars")
+    tune = sample.add_argument_group(
+        "tuning by Bayesian optimisation",
+        "--tune (or any --tune-* option) tunes the method's settings on short runs after the warm-up; "
+        "their time is charged to the run",
+    )
+    tune.add_argument("--tune", action="store_true", help="tune the settings (default space per method)")
+    tune.add_argument("--tune-budget", type=int, metavar="N", help="trials (default 16)")
+    tune.add_argument("--tune-draws", type=int, metavar="N", help="draws per chain of a trial (default 200)")
+    tune.add_argument("--tune-chains", type=int, metavar="N", help="chains of a trial (default 2)")
+    tune.add_argument("--tune-objective", choices=OBJECTIVES,
+                      help="what a trial maximises (default ess-per-second)")  # fmt: skip
+    tune.add_argument("--tune-space", action="append", metavar="KEY=RANGE",
+                      help="a setting to tune and its range, as TOML: 'n_steps={int=[1, 30]}', "
+                      "'step_size={log=[0.01, 0.5]}', 'jump={choices=[1, 2, 4, 8]}'; "
+                      "repeat for more (default: the method's own space)")  # fmt: skip
     sample.set_defaults(func=_sample)
 
     run = sub.add_parser(

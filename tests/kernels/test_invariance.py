@@ -19,6 +19,7 @@ from stanaccel.kernels import (
     Cycle,
     DiscretizingChain,
     HessianPCN,
+    Mixture,
     ParallelTempering,
     RandomWalkMetropolis,
     State,
@@ -95,6 +96,20 @@ class HessianPCNWithoutReference(HessianPCN):
         return 0.0
 
 
+class MixtureChoosingByState(Mixture):
+    """Broken on purpose: the small-step Metropolis above the posterior mean, else HMC (each exact)."""
+
+    def choose(self, state, rng):
+        return 0 if state.position[0] > MEAN[0] else 2
+
+
+def scales_mixture(kind=Mixture):
+    """Metropolis with a small and a larger step, and HMC, on the posterior."""
+    posterior = mvn_density(DATA)
+    small, large = RandomWalkMetropolis(posterior, scale=0.01), RandomWalkMetropolis(posterior, scale=0.2)
+    return kind([small, large, HMC(posterior, step_size=0.15, n_steps=6)], [0.3, 0.5, 0.2])
+
+
 def hessian_pcn(kernel=HessianPCN, density=None):
     """h-pCN with a deliberately imperfect Laplace reference: off the mean, half the Hessian.
 
@@ -158,6 +173,7 @@ def correct_kernels():
             DiscretizingChain(posterior, hessian_pcn(density=approximation()), moves=2, jump=3),
             None,
         ),
+        "mixture of MH scales and HMC": (scales_mixture(), None),
         "TT over approximations": (
             TemperedTransitions(
                 approximation_ladder(posterior, [approximation(0.6), approximation(0.3)]),
@@ -182,6 +198,7 @@ def broken_kernels():
         "PT with a flipped swap ratio": (PTWithFlippedSwapRatio(pl, lambda d, m: inner(d, m, pl)), pl),
         "drifting Metropolis": (DriftingMetropolis(mvn_density(DATA), scale=0.3), None),
         "h-pCN without its reference": (hessian_pcn(HessianPCNWithoutReference), None),
+        "mixture choosing by the state": (scales_mixture(MixtureChoosingByState), None),
         "DC ignoring pi*": (
             DiscretizingChainIgnoringApproximation(
                 mvn_density(DATA), mh_on(approximation()), moves=3, jump=4

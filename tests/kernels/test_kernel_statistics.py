@@ -15,6 +15,7 @@ from stanaccel.kernels import (
     HMC,
     Cycle,
     DiscretizingChain,
+    Mixture,
     ParallelTempering,
     RandomWalkMetropolis,
     TemperedTransitions,
@@ -59,6 +60,11 @@ def cycle_with_tempered_transitions():
     return Cycle([mh(ladder.levels[0]), TemperedTransitions(ladder, mh)])
 
 
+def mixture_with_tempered_transitions():
+    ladder = mixture_ladder()
+    return Mixture([mh(ladder.levels[0]), TemperedTransitions(ladder, mh)], [0.6, 0.4])
+
+
 def tempered_transitions_over_approximations():
     ladder = approximation_ladder(gaussian(), [gaussian(0.2, 1.2), gaussian(0.4, 1.5)])
     return TemperedTransitions(ladder, lambda d, m: Cycle([RandomWalkMetropolis(d, scale=1.0)] * 2))
@@ -85,6 +91,7 @@ def parallel_tempering():
 KERNELS = {
     "TT": tempered_transitions,
     "Cycle(MH, TT)": cycle_with_tempered_transitions,
+    "Mixture(MH, TT)": mixture_with_tempered_transitions,
     "TT over approximations": tempered_transitions_over_approximations,
     "DC": discretizing_chain,
     "DC (K=30)": discretizing_chain_of_length_30,
@@ -152,3 +159,16 @@ def test_two_tempered_transitions_in_a_cycle_keep_their_own_counts():
     assert first.summary(state)["tt_acceptance"] == accepted[0] / 300
     assert second.summary(state)["tt_acceptance"] == accepted[1] / 300
     assert accepted[0] != accepted[1]
+
+
+def test_a_mixture_keeps_a_component_s_statistics_through_the_others_steps():
+    kernel = mixture_with_tempered_transitions()
+    rng = np.random.default_rng(0)
+    state = kernel.init(np.array([1.0, 1.0]))
+    accepted = []
+    for _ in range(50):
+        state, info = kernel.step(state, rng)
+        if info.details["component"] == 1:
+            accepted.append(info.details["part"].accepted)
+    assert 0 < len(accepted) < 50
+    assert kernel.summary(state)["tt_acceptance"] == pytest.approx(np.mean(accepted))

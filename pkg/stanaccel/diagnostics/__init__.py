@@ -5,6 +5,21 @@ knows no sampler.
 """
 
 from stanaccel.diagnostics.inference_data import to_inference_data
-from stanaccel.diagnostics.metrics import convergence_metrics, mcse_z_scores, reference_z_scores, summary
+from stanaccel.diagnostics.metrics import (
+    autocorrelation,
+    bulk_ess,
+    convergence_metrics,
+    mcse_z_scores,
+    reference_z_scores,
+    summary,
+)
 
-__all__ = ["convergence_metrics", "mcse_z_scores", "reference_z_scores", "summary", "to_inference_data"]
+__all__ = [
+    "autocorrelation",
+    "bulk_ess",
+    "convergence_metrics",
+    "mcse_z_scores",
+    "reference_z_scores",
+    "summary",
+    "to_inference_data",
+]

@@ -126,3 +126,28 @@ def rhat_trace(draws: np.ndarray, points: int = 12) -> list[tuple[int, float]]:
         values = [float(az.rhat(part[:, :, i])) for i in range(draws.shape[2])]
         out.append((k, float(np.median(values))))
     return out
+
+
+def autocorrelation(series: np.ndarray, max_lag: int) -> np.ndarray:
+    """Autocorrelation of a scalar statistic at lags 0..max_lag, per chain (ArviZ's FFT estimate).
+
+    ``series`` is (chains, draws); returns (chains, max_lag + 1). A constant
+    chain has no defined autocorrelation; it is returned as 1 at every lag,
+    since a stuck chain's draws are all the same.
+    """
+    series = np.asarray(series, dtype=float)
+    out = np.ones((series.shape[0], max_lag + 1))
+    moving = np.ptp(series, axis=1) > 0
+    if np.any(moving):
+        out[moving] = az.autocorr(series[moving], axis=-1)[:, : max_lag + 1]
+    return out
+
+
+def bulk_ess(series: np.ndarray) -> float:
+    """The rank-normalised bulk ESS of a scalar statistic over chains, ``series`` (chains, draws)."""
+    return float(az.ess(np.asarray(series, dtype=float), method="bulk"))
+
+
+def mcse_mean(series: np.ndarray) -> float:
+    """The Monte Carlo standard error of the mean of a scalar statistic, ``series`` (chains, draws)."""
+    return float(az.mcse(np.asarray(series, dtype=float), method="mean"))

@@ -4,7 +4,7 @@ Kernels see log densities, never Stan: a test of a kernel needs no compile.
 """
 
 from stanaccel.densities import FunctionDensity, safe_log_density, safe_log_density_gradient
-from stanaccel.kernels.compose import Cycle
+from stanaccel.kernels.compose import Cycle, Mixture
 from stanaccel.kernels.discretizing_chain import DiscretizingChain, marked_states
 from stanaccel.kernels.driver import CheckpointWarning, FailingDensityWarning, KernelRun, run_chains
 from stanaccel.kernels.hessian_pcn import HessianPCN
@@ -36,6 +36,7 @@ __all__ = [
     "Kernel",
     "KernelRun",
     "Ladder",
+    "Mixture",
     "ParallelTempering",
     "RandomWalkMetropolis",
     "State",

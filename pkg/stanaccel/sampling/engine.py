@@ -33,7 +33,7 @@ from stanaccel.kernels import KernelRun, run_chains
 from stanaccel.programs import program_path
 from stanaccel.results import Result
 from stanaccel.sampling.build import KernelFactory, Tuning
-from stanaccel.sampling.config import SamplerConfig, make_config
+from stanaccel.sampling.config import ConfigError, SamplerConfig, make_config
 from stanaccel.sampling.program import (
     Program,
     check_beta_used,
@@ -42,11 +42,12 @@ from stanaccel.sampling.program import (
     prepare_data,
 )
 from stanaccel.sampling.tasks import run_chains_on
+from stanaccel.sampling.tune import TuneSpec, checked_space, tune_settings, tune_spec, with_settings
 from stanaccel.seeds import spawn_seeds
 from stanaccel.stan import CompiledProgram, StanModel, compile_program
 from stanaccel.stan.nuts import NutsFit, WarmupState, sample_nuts
 
-SEEDS = ("nuts", "chains", "tuning", "autoencoder", "subsets", "pilot")
+SEEDS = ("nuts", "chains", "tuning", "autoencoder", "subsets", "pilot", "optimisation")
 LATENT = ("ae-hmc", "ae-pcn", "latent-nuts")
 NEEDS_DRAWS = ("pcn", *LATENT)
 
@@ -241,6 +242,7 @@ def sample(
     log: Callable[[str], None] | None = None,
     checkpoint: str | Path | None = None,
     executor: Executor | str | None = None,
+    tune: TuneSpec | dict | bool | None = None,
 ) -> SampleResult:
     """Sample a Stan program's posterior with any stanaccel method.
 
@@ -275,6 +277,12 @@ def sample(
         Where the chains run (:func:`stanaccel.executors.executor_from`: an
         Executor, or a text such as ``"dask:local:2"``; a text's executor is
         closed at the end); default: in this process. See :func:`run_sampler`.
+    tune : TuneSpec, dict or bool, optional
+        Tune the method's settings by Bayesian optimisation on short runs
+        after the warm-up (``True``: :class:`~stanaccel.sampling.tune.TuneSpec`'s
+        defaults; a dict: its options); the trials' time is charged as
+        "tuning", and ``reports["tuning"]`` holds every trial. Settings given
+        in ``settings`` are kept, not tuned.
 
     Raises
     ------
@@ -289,10 +297,15 @@ def sample(
     """
     say = log or (lambda line: None)
     config = make_config(method, settings, sources)
+    tune = tune_spec(tune)
+    if tune is not None and method == "nuts":
+        raise ConfigError("Stan's NUTS adapts itself: --tune is for the other methods")
+    if tune is not None:
+        checked_space(tune, config, {})  # mistakes found before the warm-up, not after
     if isinstance(executor, str):
         check_spec(executor)  # a mistake found before the warm-up, not after
     if is_target(program):
-        return _sample_target(config, program, seed, warmup_from, progress, say, checkpoint, executor)
+        return _sample_target(config, program, seed, warmup_from, progress, say, checkpoint, executor, tune)
     if isinstance(program, StanModel) and data is None:
         data = json.loads(program.data_json)
     source = Program.of(_program_file(program))
@@ -310,11 +323,36 @@ def sample(
         config = config.replace(chains=len(tuning.starts))  # one chain per warm-up chain
     if "beta" in config.needs:
         check_beta_used(model, data, tuning.starts[0])
+    return _run_tuned(
+        config, model, data, tuning, seed, seeds, charged, say, progress, checkpoint, executor, tune
+    )
+
+
+def _run_tuned(config, model, data, tuning, seed, seeds, charged, say, progress, checkpoint, executor, tune):
+    """``run_sampler``, after tuning the settings by Bayesian optimisation if ``tune`` says so."""
+    found = trained = None
+    if tune is not None:
+        if config.method in LATENT:  # one autoencoder for every trial and the run
+            resolved, _ = config.resolve(tuning.settings(model.dim))
+            trained = train(resolved, tuning, seeds["autoencoder"], say)
+        found = tune_settings(
+            config, model, data, tuning, tune, seed=seeds["optimisation"], say=say, trained=trained
+        )
+        charged = {**charged, "tuning": charged.get("tuning", 0.0) + found.seconds}
+        shown = ", ".join(
+            f"{k} = {v:.4g}" if isinstance(v, float) else f"{k} = {v}" for k, v in found.best.items()
+        )
+        say(f"tuned by Bayesian optimisation: {shown} ({found.seconds:.1f} s charged)")
+        config = with_settings(config, found.best)
     with _executor(executor) as chosen:
-        return run_sampler(
-            config, model, data, tuning, seed=seed, seeds=seeds, charged=charged, say=say, progress=progress,
-            checkpoint=checkpoint, executor=chosen,
+        result = run_sampler(
+            config, model, data, tuning, seed=seed, seeds=seeds, charged=charged, trained=trained, say=say,
+            progress=progress, checkpoint=checkpoint, executor=chosen,
         )  # fmt: skip
+    if found is not None:
+        result.sources.update({key: "bayesian optimisation" for key in found.best})
+        result.reports["tuning"] = found.table()
+    return result
 
 
 def is_target(program) -> bool:
@@ -322,18 +360,19 @@ def is_target(program) -> bool:
     return hasattr(program, "warm_up") and hasattr(program, "with_data")
 
 
-def _sample_target(config, target, seed, warmup_from, progress, say, checkpoint, executor) -> SampleResult:
+def _sample_target(
+    config, target, seed, warmup_from, progress, say, checkpoint, executor, tune
+) -> SampleResult:
     """``sample`` on a Python target: its own warm-up (the PDE posterior's Laplace approximation)."""
     if warmup_from is not None:
         raise ValueError(f"{target.name} makes its own warm-up; warmup_from is for Stan programs")
     target.check(config)
     seeds = spawn_seeds(seed, SEEDS)
     tuning = target.warm_up(config.chains, config.warmup, seeds["nuts"], say)
-    with _executor(executor) as chosen:
-        return run_sampler(
-            config, target, {}, tuning, seed=seed, seeds=seeds, say=say, progress=progress,
-            checkpoint=checkpoint, executor=chosen,
-        )  # fmt: skip
+    charged = {"warmup": tuning.seconds} if tuning.seconds else {}
+    return _run_tuned(
+        config, target, {}, tuning, seed, seeds, charged, say, progress, checkpoint, executor, tune
+    )
 
 
 @contextmanager
@@ -371,6 +410,7 @@ def run_sampler(
     progress: bool = False,
     checkpoint: str | Path | None = None,
     executor: Executor | None = None,
+    record_log_density: bool = False,
 ) -> SampleResult:
     """Run one sampler from a warm-up's tuning: what :func:`sample` does after the warm-up.
 
@@ -404,6 +444,9 @@ def run_sampler(
         :class:`~stanaccel.executors.SerialExecutor`): in this process, in
         threads. The warm-up, tuning and autoencoder training run here; so
         does ``latent-nuts`` (Stan's NUTS runs its chains in threads of one process).
+    record_log_density : bool
+        Keep each draw's log density in ``run.recorded`` (chains, draws): the
+        chain statistic of the autocorrelation objective (:mod:`stanaccel.sampling.tune`).
     """
     say = say or (lambda line: None)
     seeds = seeds or spawn_seeds(seed, SEEDS)
@@ -454,6 +497,7 @@ def run_sampler(
             name=method_label(resolved),
             progress=progress,
             checkpoint=_part(checkpoint, "chains"),
+            record=_log_density if record_log_density else None,
         )
         densities = factory.densities
     else:
@@ -469,6 +513,10 @@ def run_sampler(
         {"exact": _cost(d["exact"]), "approx": [_cost(a) for a in d["approx"]]} for d in densities
     ]
     return SampleResult(resolved, sources_used, run, name, seed, charged, reports)
+
+
+def _log_density(state) -> float:
+    return state.log_density
 
 
 def _part(checkpoint: str | Path | None, part: str) -> Path | None:

@@ -3,7 +3,9 @@
 Keys: ``program`` (a bundled name or a ``.stan`` file; default: the data
 step's program), ``data`` (an earlier step or a Stan JSON file), ``method``
 (default ``nuts``), ``warmup_from`` (an earlier ``nuts`` step or ``sample``
-step with method ``nuts``, a netCDF file, or a list of CmdStan CSV files), and the method's settings
+step with method ``nuts``, a netCDF file, or a list of CmdStan CSV files), ``tuning`` (a table: tune
+the settings by Bayesian optimisation, as ``stanaccel sample --tune``; see :data:`TUNE_SCHEMA`), and the
+method's settings
 (``stanaccel.sampling.keys(method)``), the same keys as ``--set`` on the
 command line. The chains run on the workflow's executor. Writes
 ``posterior.nc`` (InferenceData with the settings used and ``exact`` in its
@@ -24,10 +26,19 @@ from typing import Any
 from stanaccel.diagnostics.files import jsonable
 from stanaccel.sampling.config import METHODS, ConfigError, check_setting, keys
 from stanaccel.sampling.engine import SampleResult, sample, write_result
+from stanaccel.sampling.tune import OBJECTIVES
 from stanaccel.workflow.context import RunContext
-from stanaccel.workflow.validation import EARLIER_STEP_OR_FILE, STAN_PROGRAM, Table, Where, one_of
+from stanaccel.workflow.validation import (
+    EARLIER_STEP_OR_FILE,
+    INTEGER,
+    STAN_PROGRAM,
+    TABLE,
+    Table,
+    Where,
+    one_of,
+)
 
-STEP_ONLY = ("program", "data", "method", "warmup_from")
+STEP_ONLY = ("program", "data", "method", "warmup_from", "tuning")
 
 
 class Setting:
@@ -56,6 +67,14 @@ class WarmupSource:
         EARLIER_STEP_OR_FILE.check(value, key, where)
 
 
+TUNE_SCHEMA = Table(
+    {"budget": INTEGER, "draws": INTEGER, "chains": INTEGER, "objective": one_of(*OBJECTIVES), "space": TABLE}
+)
+"""A sample step's ``tuning`` table (``stanaccel sample --tune``): the options of
+:class:`stanaccel.sampling.tune.TuneSpec`. Not ``tune``, which is a setting of the pCN and
+latent methods (the step's own Robbins-Monro tuning)."""
+
+
 def _schema(step: dict[str, Any]) -> dict[str, Any]:
     method = step.get("method", "nuts")
     settings = {key: Setting(method) for key in keys(method)} if method in METHODS else {}
@@ -64,6 +83,7 @@ def _schema(step: dict[str, Any]) -> dict[str, Any]:
         "data": EARLIER_STEP_OR_FILE,
         "method": one_of(*METHODS),
         "warmup_from": WarmupSource(),
+        "tuning": TUNE_SCHEMA,
         **settings,
     }
 
@@ -131,6 +151,7 @@ def sample_step(step: dict[str, Any], context: RunContext, seed: int) -> dict[st
         log=lambda line: print(f"  {line}", flush=True),
         checkpoint=context.checkpoints(step),
         executor=context.executor,
+        tune=step.get("tuning"),
     )
     folder = context.output / step["name"]
     folder.mkdir(parents=True, exist_ok=True)

@@ -20,6 +20,9 @@
   (see :mod:`stanaccel.workflow.latent_study`).
 - ``pde_study``: pCN, h-pCN, AE-pCN and the exact samplers over Stan
   surrogates on the elliptic PDE inverse problem (see :mod:`stanaccel.workflow.pde_study`).
+- ``ising_study``: the intracluster-move sampler on a constrained Ising model,
+  tuned by Bayesian optimisation and random search, against the expert's
+  settings and Kawasaki (see :mod:`stanaccel.workflow.ising_study`).
 - ``density_study``: the GP density model's Gibbs sampler, variational method
   and Stan baseline against a known density over data sizes
   (see :mod:`stanaccel.workflow.density_study`).
@@ -168,6 +171,12 @@ def _pde_study(step: dict[str, Any], context: RunContext, seed: int) -> dict[str
     return pde_study_step(step, context, seed)
 
 
+def _ising_study(step: dict[str, Any], context: RunContext, seed: int) -> dict[str, Any]:
+    from stanaccel.workflow.ising_study import ising_study_step
+
+    return ising_study_step(step, context, seed)
+
+
 def _report(step: dict[str, Any], context: RunContext, seed: int) -> dict[str, Any]:
     from stanaccel.workflow.report import report_step
 
@@ -183,6 +192,7 @@ ACTIONS: dict[str, Action] = {
     "latent_study": _latent_study,
     "density_study": _density_study,
     "pde_study": _pde_study,
+    "ising_study": _ising_study,
     "report": _report,
 }
 
