@@ -22,6 +22,7 @@ k_max = 20
 budget = {budget}
 trial_sweeps = 100
 policy_size = 200
+temperatures = [10, 1]
 expert = {{ walk_length = 10 }}
 """
 
@@ -41,7 +42,9 @@ def test_every_sampler_has_a_row_and_the_constrained_ones_agree(study):
         "IM, uniform walk lengths",
         "IM, expert",
         "IM, random search",
-        "IM, BO policy",
+        "IM, BO best",
+        "IM, BO policy (T=10)",
+        "IM, BO policy (T=1)",
         "Kawasaki",
     ]
     assert set(constrained) | {"Swendsen-Wang (unconstrained)"} == set(rows)
@@ -52,10 +55,11 @@ def test_every_sampler_has_a_row_and_the_constrained_ones_agree(study):
     means = np.array([rows[n]["energy_per_site"] for n in constrained])
     mcse = np.array([rows[n]["energy_mcse"] for n in constrained])
     assert np.all(np.abs(means - means.mean()) < 5 * np.sqrt(mcse**2 + mcse.mean() ** 2))
-    assert rows["IM, BO policy"]["tuning_seconds"] > 0
-    assert rows["IM, BO policy"]["ess_per_second_charged"] < rows["IM, BO policy"]["ess_per_second"]
+    policy = rows["IM, BO policy (T=10)"]
+    assert policy["tuning_seconds"] > 0 and policy["ess_per_second_charged"] < policy["ess_per_second"]
     assert len(result["trials"]) == 12  # 6 of each tuner
-    assert abs(sum(r["weight"] for r in result["policy"]) - 1) < 1e-9
+    for t in (10, 1):
+        assert abs(sum(r["weight"] for r in result["policy"] if r["temperature"] == t) - 1) < 1e-9
     for name in ("table.md", "trials.csv", "policy.json"):
         assert (folder / "out" / "grid" / name).exists()
 
