@@ -9,7 +9,10 @@ and energy bias gamma are hard to set by hand. One step:
 1. builds the ``model`` (``kind`` "ferromagnet_2d", "spin_glass_3d",
    "digits_rbm" or "random_rbm", with that constructor's options;
    :mod:`stanaccel.ising`) and one burnt-in constrained state (``burn_in``
-   sweeps of IM with uniform walk lengths) that every tuning trial starts from;
+   sweeps of IM with uniform walk lengths from half the sites flipped at
+   random) that every tuning trial and every chain starts from (at a
+   critical point, a random start takes thousands of sweeps to forget, and
+   a chain still drifting would score its drift, not its mixing);
 2. tunes (k, gamma) over ``search`` (``walk_length`` 1..``k_max``; ``gamma``
    in units of beta) by Bayesian optimisation and by random search, each
    with ``budget`` trials of ``trial_sweeps`` sweeps scored by the paper's
@@ -192,7 +195,7 @@ def ising_study_step(step: dict[str, Any], context, seed: int) -> dict[str, Any]
 
     rows = []
     for k, (name, settings, kernel, tuning_seconds) in enumerate(samplers):
-        row = _run(model, kernel, distance, chains, burn_in, sweeps, max_lag, spawn_seed(seed, 4, k))
+        row = _run(model, kernel, burnt, chains, burn_in, sweeps, max_lag, spawn_seed(seed, 4, k))
         row.update(sampler=name, settings=settings, tuning_seconds=tuning_seconds)
         row["ess_per_second_charged"] = row["ess"] / (row["seconds"] + tuning_seconds)
         print(f"  {name}: ESS/s {row['ess_per_second']:.3g}, objective {row['objective']:.3f}", flush=True)
@@ -211,12 +214,11 @@ def ising_study_step(step: dict[str, Any], context, seed: int) -> dict[str, Any]
     return {"rows": rows, "trials": trials, "policy": policy_rows, "model": model.name}
 
 
-def _run(model, kernel, distance, chains, burn_in, sweeps, max_lag, seed) -> dict[str, Any]:
-    """``chains`` chains of ``kernel`` from independent constrained starts; the energy's figures."""
+def _run(model, kernel, start, chains, burn_in, sweeps, max_lag, seed) -> dict[str, Any]:
+    """``chains`` chains of ``kernel`` from ``start``, each burnt in on its own; the energy's figures."""
     energies, seconds, acceptance = [], 0.0, []
     for chain in range(chains):
         rng = np.random.default_rng(spawn_seed(seed, chain))
-        start = ising.constrained_start(model, distance, rng)
         burnt = ising.run_chain(kernel, start, burn_in, rng, model=model)["final"]
         run = ising.run_chain(kernel, burnt, sweeps, rng, model=model)
         seconds += run["seconds"]
