@@ -21,7 +21,7 @@ from collections.abc import Callable
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -42,10 +42,12 @@ from stanaccel.sampling.program import (
     prepare_data,
 )
 from stanaccel.sampling.tasks import run_chains_on
-from stanaccel.sampling.tune import TuneSpec, checked_space, tune_settings, tune_spec, with_settings
 from stanaccel.seeds import spawn_seeds
 from stanaccel.stan import CompiledProgram, StanModel, compile_program
 from stanaccel.stan.nuts import NutsFit, WarmupState, sample_nuts
+
+if TYPE_CHECKING:  # stanaccel.sampling.tune imports stanaccel.tuning, which imports this package's config
+    from stanaccel.sampling.tune import TuneSpec
 
 SEEDS = ("nuts", "chains", "tuning", "autoencoder", "subsets", "pilot", "optimisation")
 LATENT = ("ae-hmc", "ae-pcn", "latent-nuts")
@@ -295,6 +297,8 @@ def sample(
         Ctrl-C during the warm-up (there are no draws to keep yet); during
         sampling the result keeps the draws made so far (``interrupted``).
     """
+    from stanaccel.sampling.tune import checked_space, tune_spec
+
     say = log or (lambda line: None)
     config = make_config(method, settings, sources)
     tune = tune_spec(tune)
@@ -330,6 +334,8 @@ def sample(
 
 def _run_tuned(config, model, data, tuning, seed, seeds, charged, say, progress, checkpoint, executor, tune):
     """``run_sampler``, after tuning the settings by Bayesian optimisation if ``tune`` says so."""
+    from stanaccel.sampling.tune import tune_settings, with_settings
+
     found = trained = None
     if tune is not None:
         if config.method in LATENT:  # one autoencoder for every trial and the run
