@@ -1,6 +1,8 @@
-"""The GP density model's Gibbs sampler: each conditional checked on its own, then the estimate.
+"""The GP density model's Gibbs sampler: each conditional checked on its own, then the estimate, on a
+bundled target and on one it was not built on, and the latent events' stationarity from two starts.
 
-No Stan here: the sampler is NumPy and the polyagamma package.
+No Stan here: the sampler is NumPy and the polyagamma package (the variational method, for comparison,
+TensorFlow). The hyperparameters' updates are checked in test_marginal.py.
 """
 
 import numpy as np
@@ -8,33 +10,21 @@ import pytest
 from scipy.integrate import quad
 from scipy.special import expit
 from scipy.stats import kstest, norm
+from threadpoolctl import threadpool_info
 
 from stanaccel.diagnostics import to_inference_data
-from stanaccel.gpdensity import GaussianBase, GibbsSampler, SquaredExponential
-from stanaccel.gpdensity.gibbs import (
-    gaussian_conditional,
-    inference_groups,
-    sample_data_marks,
-    sample_events,
-    sample_mu0,
-)
+from stanaccel.diagnostics.metrics import mcse_mean
+from stanaccel.gpdensity import GaussianBase, GibbsSampler, SquaredExponential, VariationalDensity
+from stanaccel.gpdensity.gibbs import inference_groups, sample_data_marks, sample_events, sample_rate
+from stanaccel.gpdensity.synthetic import Mixture, distances
 
 
-def test_gaussian_conditional_matches_brute_force_linear_algebra():
+def test_rate_penalty_shrinks_lambda():
     rng = np.random.default_rng(0)
-    points = rng.normal(size=(12, 2))
-    K = SquaredExponential(1.3, [0.8, 1.5])(points)
-    omega = rng.gamma(1.0, 0.2, size=12)
-    omega[3] = 1e-9  # a tiny Polya-Gamma draw must not break it
-    u = np.where(np.arange(12) < 7, 0.5, -0.5)
-    conditional = gaussian_conditional(K, omega, u, mu0=-0.4)
-    sigma = np.linalg.inv(np.diag(omega) + np.linalg.inv(K))
-    np.testing.assert_allclose(conditional.covariance(), sigma, atol=1e-8)
-    draws = np.array([conditional.draw(rng) for _ in range(20000)])
-    np.testing.assert_allclose(np.cov(draws, rowvar=False), sigma, atol=0.06 * np.max(np.diag(sigma)))
-    np.testing.assert_allclose(
-        conditional.mean, sigma @ (u + np.linalg.solve(K, np.full(12, -0.4))), atol=1e-8
-    )
+    plain = [sample_rate(100, 300, rng) for _ in range(4000)]
+    penalised = [sample_rate(100, 300, rng, penalty=1.0) for _ in range(4000)]
+    assert np.mean(plain) == pytest.approx(400, rel=0.01)
+    assert np.mean(penalised) == pytest.approx(400 / 1.01, rel=0.01)
 
 
 def test_thinning_keeps_the_intended_intensity():
@@ -74,23 +64,6 @@ def test_polyagamma_marks_have_the_tilted_mean():
         assert abs(row.mean() - mean) < 4 * row.std() / np.sqrt(len(row))
 
 
-def test_mu0_conditional_matches_a_grid_posterior():
-    rng = np.random.default_rng(3)
-    points = rng.normal(size=(8, 1))
-    K = SquaredExponential(1.0, [1.0])(points)
-    g = rng.normal(-1.0, 1.0, size=8)
-    prior = (0.5, 2.0)
-    grid = np.linspace(-8, 6, 20001)
-    Kinv = np.linalg.inv(K)
-    log_post = np.array([-0.5 * (g - m) @ Kinv @ (g - m) for m in grid]) - 0.5 * ((grid - 0.5) / 2.0) ** 2
-    weights = np.exp(log_post - log_post.max())
-    weights /= weights.sum()
-    mean, var = weights @ grid, weights @ grid**2 - (weights @ grid) ** 2
-    draws = np.array([sample_mu0(np.linalg.cholesky(K), g, rng, prior) for _ in range(20000)])
-    assert abs(draws.mean() - mean) < 4 * np.sqrt(var / len(draws))
-    assert abs(draws.var() / var - 1) < 0.05
-
-
 def test_density_estimate_beats_the_base_measure():
     rng = np.random.default_rng(4)
     data = np.concatenate([rng.normal(-1.5, 0.4, 50), rng.normal(1.0, 0.6, 50)])
@@ -113,6 +86,69 @@ def test_density_estimate_beats_the_base_measure():
     assert idata.posterior["lambda"].shape == (1, 80) and idata.posterior.attrs["exact"]
 
 
+# Not a bundled target: four narrow bumps on a wide base, the case the sampler was not built on.
+FOUR_BUMPS = Mixture(
+    np.array([0.3, 0.25, 0.25, 0.2]),
+    np.array([[-3.0], [-0.6], [1.6], [3.8]]),
+    np.array([[[0.16]], [[0.12]], [[0.16]], [[0.25]]]),
+)
+
+
+@pytest.mark.slow
+def test_several_narrow_bumps_are_fitted_as_the_variational_method_fits_them():
+    """The lengthscale must move from the data's sd (about 2.5) to the bumps' (under 1): with the centred
+    kernel update it froze near its start and the estimate barely beat the base measure."""
+    data = FOUR_BUMPS.sample(150, np.random.default_rng(11))
+    grid, cell = FOUR_BUMPS.grid(200)
+    run = GibbsSampler(data).run(150, warmup=100, seed=2, at=grid, density_every=3, n_normaliser=1024)
+    gibbs = distances(FOUR_BUMPS, run["density"].mean(axis=0), grid, cell)["hellinger"]
+    fit = VariationalDensity(data, n_inducing=30, n_importance=1000, seed=0).fit(300)
+    variational = distances(
+        FOUR_BUMPS, fit.density_draws(grid, 200, np.random.default_rng(1)).mean(0), grid, cell
+    )
+    base = distances(FOUR_BUMPS, np.exp(GaussianBase.fit(data).logpdf(grid)), grid, cell)["hellinger"]
+    assert gibbs < 0.5 * base and gibbs < variational["hellinger"] + 0.05, (gibbs, variational, base)
+    assert 0.1 < run["acceptance"]["kernel"] < 0.6, run["acceptance"]
+    assert np.median(run["lengthscales"]) < 1.0 < 2.0 < data.std()
+    assert np.ptp(run["lengthscales"]) > 0.1 and np.ptp(run["amplitude"]) > 0.2  # still moving when kept
+    assert np.max(run["n_events"]) < 10 * len(data)  # Z can be at most 1 / max(p / pi), 1/4 here: M >= 3 N
+
+
+@pytest.mark.slow
+def test_latent_events_have_one_stationary_distribution_from_two_starts():
+    """M from the default start (no events, lambda = N) and from one with ten times the events agree."""
+    data = FOUR_BUMPS.sample(40, np.random.default_rng(3))
+    sampler = GibbsSampler(data)
+    crowded = sampler.init(np.random.default_rng(0), mu0=-4.0, rate=10.0 * len(data))
+    runs = [sampler.run(3000, warmup=300, seed=4), sampler.run(3000, warmup=300, seed=5, start=crowded)]
+    counts = np.array([run["n_events"] for run in runs], dtype=float)
+    z = (counts[0].mean() - counts[1].mean()) / np.hypot(mcse_mean(counts[:1]), mcse_mean(counts[1:]))
+    assert abs(z) < 4, (counts.mean(axis=1), z)
+    assert counts.max() < 10 * len(data) and counts.mean() < 4 * len(data), counts.mean(axis=1)
+    for run in runs:
+        assert 0.15 < run["acceptance"]["kernel"] < 0.5
+
+
+def test_run_holds_blas_to_its_threads_and_goes_on_from_a_state():
+    seen = []
+
+    class Recording(GibbsSampler):
+        def step(self, *args, **kwargs):
+            seen.append({i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"})
+            return super().step(*args, **kwargs)
+
+    data = FOUR_BUMPS.sample(30, np.random.default_rng(0))
+    before = {i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"}
+    first = Recording(data).run(10, warmup=5, seed=1)
+    assert all(threads == {1} for threads in seen)
+    assert {i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"} == before
+    assert first["kernel_step"] != 0.1 and np.isfinite(first["acceptance"]["kernel_warmup"])
+    again = GibbsSampler(data, blas_threads=None).run(5, seed=2, start=first["state"])
+    assert again["n_events"].shape == (5,) and again["state"] is not first["state"]
+    groups = inference_groups([first])
+    assert "state" not in groups["posterior"] and groups["attrs"]["kernel_step"] == first["kernel_step"]
+
+
 @pytest.mark.parametrize(
     "data, message",
     [
@@ -132,5 +168,8 @@ def test_mismatched_base_measure_and_settings_are_refused():
         GibbsSampler(data, base=GaussianBase(np.zeros(1), np.eye(1)))
     with pytest.raises(ValueError, match="hyper_every"):
         GibbsSampler(data, hyper_every=0)
+    for setting, value in [("kernel_step", 0.0), ("blas_threads", 0), ("rate_penalty", -1.0)]:
+        with pytest.raises(ValueError, match=setting):
+            GibbsSampler(data, **{setting: value})
     with pytest.raises(ValueError, match="positive"):
         SquaredExponential(-1.0, [1.0])

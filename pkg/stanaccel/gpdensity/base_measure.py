@@ -1,8 +1,14 @@
 """The base density pi(x) of the GP density model: a Gaussian with learned mean and covariance.
 
 The hyperparameters theta_pi are the mean and the covariance's Cholesky
-factor, with the diagonal on the log scale, so a Metropolis-Hastings random
-walk on them keeps the covariance positive definite.
+factor, with the diagonal on the log scale (``parameters()``: the
+variational method's coordinates). In the Gibbs sampler pi enters the
+augmented posterior only through prod pi(x) over the data and the latent
+events (the Poisson process of rate lambda pi has total rate lambda whatever
+pi is), so under the Jeffreys prior p(mean, cov) ~ |cov|^-(dim + 1)/2 its
+conditional is Normal-inverse-Wishart and :meth:`GaussianBase.conditional_draw`
+draws it exactly: no step size to tune, and it moves however many points
+there are. (In one dimension this prior is the flat prior on the log sd.)
 """
 
 from __future__ import annotations
@@ -11,7 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 from scipy.linalg import solve_triangular
-from scipy.stats import norm, qmc
+from scipy.stats import invwishart, norm, qmc
 
 
 @dataclass(frozen=True)
@@ -28,6 +34,20 @@ class GaussianBase:
         cov = np.atleast_2d(np.cov(points, rowvar=False)) + 1e-9 * np.eye(points.shape[1])
         return cls(points.mean(axis=0), np.linalg.cholesky(cov))
 
+    @classmethod
+    def conditional_draw(cls, points: np.ndarray, rng: np.random.Generator) -> GaussianBase:
+        """A draw of (mean, cov) given the points pi generated, under p(mean, cov) ~ |cov|^-(dim + 1)/2:
+        cov ~ inverse-Wishart(n - 1, scatter), mean | cov ~ N(point mean, cov / n)."""
+        points = np.atleast_2d(points)
+        n, dim = points.shape
+        if n <= dim:
+            raise ValueError(f"{n} points cannot fit a {dim}-dimensional base measure")
+        centre = points.mean(axis=0)
+        scatter = (points - centre).T @ (points - centre)
+        cov = np.atleast_2d(invwishart(df=n - 1, scale=scatter).rvs(random_state=rng))
+        chol = np.linalg.cholesky(cov)
+        return cls(centre + chol @ rng.standard_normal(dim) / np.sqrt(n), chol)
+
     @property
     def dim(self) -> int:
         return self.mean.shape[0]
@@ -39,6 +59,7 @@ class GaussianBase:
         """n scrambled-Sobol points mapped through pi: integrals over pi by quasi-Monte Carlo, whose
         error falls almost as 1/n in low dimension rather than 1/sqrt(n)."""
         unit = qmc.Sobol(self.dim, scramble=True, seed=seed).random(n)
+        unit = np.clip(unit, 2.0**-53, 1 - 2.0**-53)  # a scrambled point can be exactly 0 (seed 108722694)
         return self.mean + norm.ppf(unit) @ self.chol.T
 
     def logpdf(self, x: np.ndarray) -> np.ndarray:

@@ -1,50 +1,75 @@
 """The Gibbs sampler of the sigmoidal GP density model (Donner & Opper, Algorithm 1).
 
 The model: p(x) = sigma(g(x)) pi(x) / Z, g ~ GP(mu0, k). Augmenting with a
-rate scaling lambda (prior 1/lambda), Polya-Gamma variables omega_n at the
+rate scaling lambda (the paper's prior 1/lambda; see below), Polya-Gamma variables omega_n at the
 observations and a marked Poisson process of latent events (x_m, omega_m)
-makes every conditional tractable:
+makes every conditional tractable. One sweep:
 
 1. omega_n ~ PG(1, g(x_n));
-2. lambda ~ Gamma(N + M, 1);
+2. lambda ~ Gamma(N + M, 1 + beta / N) (the paper's rate 1 is beta = 0);
 3. the events: a Poisson process of rate lambda pi(x) (M_max ~ Poisson(lambda)
    points from pi), each kept with probability sigma(-g(x)) (thinning), with
    g at the proposals drawn from the GP conditioned on its current values;
    each kept event gets a mark omega_m ~ PG(1, g(x_m));
-4. g at the N + M points ~ N(Sigma (u + K^-1 mu0 1), Sigma),
-   Sigma = (D + K^-1)^-1, D = diag(omega), u = (1/2 at data, -1/2 at events);
-5. mu0 from its Gaussian conditional;
-6. every ``hyper_every`` (v = 10) iterations, the kernel hyperparameters and
-   the base measure's by random-walk Metropolis-Hastings on their log /
-   unconstrained scale.
+4. every ``hyper_every`` (v) sweeps, the kernel hyperparameters by
+   random-walk Metropolis-Hastings on p(theta | omega, events), g and mu0
+   integrated out, and the base measure's from its exact
+   (Normal-inverse-Wishart) conditional given the data and the events;
+5. mu0 from p(mu0 | theta, omega, events), g integrated out, then g at the
+   N + M points from its Gaussian conditional N(Sigma (u + K^-1 mu0 1), Sigma),
+   Sigma = (D + K^-1)^-1, D = diag(omega), u = (1/2 at data, -1/2 at events).
+
+Steps 4 and 5 depart from the paper's literal updates (MH on theta given g,
+mu0 given g, MH on pi's parameters), which are exact but stop moving on
+data they were not tuned to: :mod:`stanaccel.gpdensity.marginal` says why
+and what replaces them. The random walk's step is adapted during the
+warm-up only, so the kept draws are an exact Markov chain.
 
 The paper leaves the hyperpriors open. Here: log amplitude ~ N(0, 1.5^2),
-log lengthscale_d ~ N(log sd_d of the data, 1.5^2); flat priors on the base
-measure's mean and log-Cholesky factor; mu0 ~ N(0, 2^2). mu0 needs a proper
-prior: as g falls, sigma(g) tends to e^g and the density no longer depends on
-a shift of g, so under a flat prior mu0 drifts to -infinity while lambda and
-the number of latent events grow without bound.
+log lengthscale_d ~ N(log sd_d of the data, 1.5^2); the Jeffreys prior
+|cov|^-(dim + 1)/2 (flat on the mean) on the base measure; mu0 ~ N(0, 2^2);
+and lambda ~ lambda^-1 exp(-beta lambda / N), beta = ``rate_penalty`` = 1,
+instead of the paper's 1/lambda. Why the last two:
+
+The normaliser Z = E_pi[sigma(g)] is not identified. For a density p and
+any Z below 1 / max(p / pi), g = logit(Z p / pi) gives exactly p, so the
+likelihood is flat along this family and only the priors say where on it
+the posterior sits. That matters, because lambda is about N / Z and the
+number of latent events M about N (1 - Z) / Z: each sweep's cost,
+O((N + M)^3), is set by a quantity the data cannot see. Small Z is the
+regime where sigma(g) ~ e^g and shifting g and mu0 together changes
+nothing but Z: there only mu0's prior holds the chain (under a flat prior
+mu0 drifts to -infinity while lambda and M grow without bound), and under
+N(0, 2^2) alone it lets M wander between about N and 10 N, slowly, since
+the sweep moves along the family only through lambda's and M's
+conditionals (measured on a three-bump mixture at N = 60: two chains from
+different starts settled at mean M 654 and 102). The penalty multiplies
+the posterior by (1 + beta / (N Z))^-N, about exp(-beta / Z): a prior on Z
+alone, which keeps Z near its largest possible value (M about 1-2 N on
+the same mixture) and changes the density's posterior only by a factor
+between 1 and exp(-beta max(p / pi)). The variational method and the Stan
+baseline keep the 1/lambda prior: their cost does not grow with M.
+
+Dense linear algebra is nearly all of the time: ``run`` holds BLAS to
+``blas_threads`` threads (default 1; see :class:`GibbsSampler`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 from polyagamma import random_polyagamma
-from scipy.linalg import cho_solve, solve_triangular
 from scipy.special import expit
+from threadpoolctl import threadpool_limits
 
 from stanaccel.gpdensity.base_measure import GaussianBase
-from stanaccel.gpdensity.covariance import (
-    SquaredExponential,
-    conditional_draw,
-    conditional_marginals,
-    log_gp_density,
-)
+from stanaccel.gpdensity.covariance import SquaredExponential, conditional_draw, conditional_marginals
+from stanaccel.gpdensity.marginal import Marginal, PseudoObservations, adapted_step, update_kernel
 from stanaccel.results import Result
 
 HYPER_PRIOR_SD = 1.5
@@ -64,6 +89,7 @@ class GibbsState:
     kernel: SquaredExponential
     base: GaussianBase
     chol: np.ndarray | None = None  # Cholesky factor of the kernel matrix at data and events, if known
+    kernel_step: float = 0.1  # the random-walk step of the kernel update (adapted during the warm-up)
 
 
 def check_data(data: np.ndarray) -> np.ndarray:
@@ -88,9 +114,9 @@ def sample_data_marks(g_data: np.ndarray, rng: np.random.Generator) -> np.ndarra
     return _polyagamma(g_data, rng)
 
 
-def sample_rate(n_data: int, n_events: int, rng: np.random.Generator) -> float:
-    """lambda ~ Gamma(N + M, 1)."""
-    return float(rng.gamma(n_data + n_events, 1.0))
+def sample_rate(n_data: int, n_events: int, rng: np.random.Generator, penalty: float = 0.0) -> float:
+    """lambda ~ Gamma(N + M, 1 + penalty / N), its conditional under lambda^-1 exp(-penalty lambda / N)."""
+    return float(rng.gamma(n_data + n_events, 1.0 / (1.0 + penalty / n_data)))
 
 
 def sample_events(
@@ -109,44 +135,6 @@ def sample_events(
     return proposals[keep], g[keep], _polyagamma(g[keep], rng), n_proposed
 
 
-@dataclass
-class GaussianConditional:
-    """g's conditional N(mean, Sigma), Sigma = (D + K^-1)^-1 = L (I + L^T D L)^-1 L^T with K = L L^T
-    and I + L^T D L = C C^T: stable when some omega are tiny, and drawn by triangular solves."""
-
-    mean: np.ndarray
-    L: np.ndarray
-    C: np.ndarray
-
-    def draw(self, rng: np.random.Generator) -> np.ndarray:
-        z = rng.standard_normal(len(self.mean))
-        return self.mean + self.L @ solve_triangular(self.C, z, lower=True, trans="T")
-
-    def covariance(self) -> np.ndarray:
-        root = self.L @ np.linalg.inv(self.C).T
-        return root @ root.T
-
-
-def gaussian_conditional(K: np.ndarray, omega: np.ndarray, u: np.ndarray, mu0: float) -> GaussianConditional:
-    """g at the N + M points given omega: mean Sigma (u + K^-1 mu0 1), covariance Sigma."""
-    L = np.linalg.cholesky(K)
-    A = np.eye(len(K)) + (L.T * omega) @ L
-    C = np.linalg.cholesky(A)
-    rhs = L.T @ u + solve_triangular(L, np.full(len(K), mu0), lower=True)
-    return GaussianConditional(L @ cho_solve((C, True), rhs), L, C)
-
-
-def sample_mu0(L: np.ndarray, g: np.ndarray, rng: np.random.Generator, prior: tuple[float, float]) -> float:
-    """mu0 | g, Gaussian: prior N(m, s^2) times N(g | mu0 1, K), with K = L L^T.
-
-    Precision ``1/s^2 + 1^T K^-1 1``, mean ``(m/s^2 + 1^T K^-1 g) / precision``.
-    """
-    w = cho_solve((L, True), np.ones(len(g)))
-    m, s = prior
-    precision = 1 / s**2 + float(w.sum())
-    return float(rng.normal((m / s**2 + w @ g) / precision, 1 / np.sqrt(precision)))
-
-
 def _polyagamma(z: np.ndarray, rng: np.random.Generator) -> np.ndarray:
     if len(z) == 0:
         return np.empty(0)
@@ -160,23 +148,45 @@ class GibbsSampler:
     ----------
     data : ndarray (N, dim) or (N,)
     hyper_every : int
-        v: update the kernel and base-measure hyperparameters every v iterations.
+        v: update the kernel and base-measure hyperparameters every v sweeps.
+        The paper's v is 10; here the update costs one Cholesky factorisation
+        (a fifth to a third of a sweep), so every sweep makes one.
     kernel : SquaredExponential, optional
         Starting kernel; default amplitude 1 and the data's sd per dimension.
     base : GaussianBase, optional
         Starting base measure; default the data's mean and covariance.
-    kernel_step, base_step : float
-        Random-walk steps of the hyperparameter MH updates (log / unconstrained scale).
+    kernel_step : float
+        Starting random-walk step of the kernel update (log scale); adapted
+        during the warm-up, then fixed.
     mu0_prior : (mean, sd)
         The Gaussian prior of the GP's constant mean.
+    rate_penalty : float
+        beta in lambda's prior lambda^-1 exp(-beta lambda / N); 0 is the
+        paper's 1/lambda. It multiplies the posterior by (1 + beta / (N Z))^-N,
+        about exp(-beta / Z), a prior on the normaliser Z = E_pi[sigma(g)]
+        alone, which the data cannot see (see the module docstring); it keeps
+        the number of latent events M, about N (1 - Z) / Z, from wandering
+        to many times N.
+    blas_threads : int or None
+        BLAS threads while running (threadpoolctl; None leaves them as they
+        are). One by default: on two cores a second OpenBLAS thread speeds a
+        sweep up by at most 1.5x when the machine is idle, and slows it down
+        many times when another process is running.
     """
 
-    def __init__(self, data, *, hyper_every: int = 10, kernel: SquaredExponential | None = None,
-                 base: GaussianBase | None = None, kernel_step: float = 0.1, base_step: float = 0.05,
-                 mu0_prior: tuple[float, float] = (0.0, 2.0)):  # fmt: skip
+    def __init__(self, data, *, hyper_every: int = 1, kernel: SquaredExponential | None = None,
+                 base: GaussianBase | None = None, kernel_step: float = 0.1,
+                 mu0_prior: tuple[float, float] = (0.0, 2.0), blas_threads: int | None = 1,
+                 rate_penalty: float = 1.0):  # fmt: skip
         self.data = check_data(data)
         if hyper_every < 1:
             raise ValueError(f"hyper_every must be at least 1, not {hyper_every}")
+        if not kernel_step > 0:
+            raise ValueError(f"kernel_step must be positive, not {kernel_step}")
+        if blas_threads is not None and blas_threads < 1:
+            raise ValueError(f"blas_threads must be at least 1 (or None), not {blas_threads}")
+        if not rate_penalty >= 0:
+            raise ValueError(f"rate_penalty must be 0 or more, not {rate_penalty}")
         self.hyper_every = int(hyper_every)
         self.scale = self.data.std(axis=0)
         self.initial_kernel = kernel or SquaredExponential(1.0, self.scale)
@@ -187,32 +197,39 @@ class GibbsSampler:
             )
         self.mu0_prior = (float(mu0_prior[0]), float(mu0_prior[1]))
         self.kernel_step = float(kernel_step)
-        self.base_step = float(base_step)
-        self.accepted = {"kernel": 0, "base": 0}
-        self.proposed = {"kernel": 0, "base": 0}
+        self.blas_threads = blas_threads
+        self.rate_penalty = float(rate_penalty)
 
-    def init(self, rng: np.random.Generator) -> GibbsState:
+    def init(self, rng: np.random.Generator, *, mu0: float = 0.0, rate: float | None = None) -> GibbsState:
+        """The starting state: g = mu0 at the data, no events, lambda = ``rate`` (default N).
+
+        A low ``mu0`` with a large ``rate`` starts the chain with many latent events.
+        """
         n = len(self.data)
         return GibbsState(
             events=np.empty((0, self.data.shape[1])),
-            g_data=np.zeros(n),
+            g_data=np.full(n, float(mu0)),
             g_events=np.empty(0),
             omega_data=np.full(n, 0.25),
             omega_events=np.empty(0),
-            rate=float(n),
-            mu0=0.0,
+            rate=float(n if rate is None else rate),
+            mu0=float(mu0),
             kernel=self.initial_kernel,
             base=self.initial_base,
+            kernel_step=self.kernel_step,
         )
 
     def points(self, state: GibbsState) -> np.ndarray:
         return np.vstack([self.data, state.events])
 
-    def step(self, state: GibbsState, iteration: int, rng: np.random.Generator) -> GibbsState:
-        """One sweep of Algorithm 1."""
+    def step(
+        self, state: GibbsState, iteration: int, rng: np.random.Generator, *, adapt: bool = False
+    ) -> tuple[GibbsState, bool | None]:
+        """One sweep of Algorithm 1. Returns the new state and whether the kernel update (if this
+        sweep made one) was accepted; ``adapt`` adapts the kernel update's step (warm-up only)."""
         n = len(self.data)
         omega_data = sample_data_marks(state.g_data, rng)
-        rate = sample_rate(n, len(state.events), rng)
+        rate = sample_rate(n, len(state.events), rng, self.rate_penalty)
         points, g_all = self.points(state), np.concatenate([state.g_data, state.g_events])
 
         def g_at(proposals, points=points, g_all=g_all):
@@ -220,48 +237,26 @@ class GibbsSampler:
 
         events, _, omega_events, _ = sample_events(rate, state.base, g_at, rng)
         points = np.vstack([self.data, events])
-        K = state.kernel(points)
-        u = np.concatenate([np.full(n, 0.5), np.full(len(events), -0.5)])
-        conditional = gaussian_conditional(K, np.concatenate([omega_data, omega_events]), u, state.mu0)
-        g = conditional.draw(rng)
-        mu0 = sample_mu0(conditional.L, g, rng, self.mu0_prior)
-        state = GibbsState(
-            events, g[:n], g[n:], omega_data, omega_events, rate, mu0, state.kernel, state.base, conditional.L
-        )
+        observations = PseudoObservations.of(omega_data, omega_events)
+        kernel, base, step = state.kernel, state.base, state.kernel_step
+        marginal = Marginal(kernel(points), observations, self.mu0_prior)
+        accepted = None
         if (iteration + 1) % self.hyper_every == 0:
-            state = self._update_kernel(state, points, g, rng)
-            state = self._update_base(state, points, rng)
-        return state
+            update = update_kernel(kernel, marginal, points, observations, self._log_kernel_prior, step, rng)
+            kernel, marginal, accepted = update.kernel, update.marginal, update.accepted
+            if adapt:
+                step = adapted_step(step, accepted, iteration // self.hyper_every)
+            base = GaussianBase.conditional_draw(points, rng)
+        mu0 = marginal.draw_mu0(rng)
+        chol = np.linalg.cholesky(marginal.K)
+        g = marginal.draw_g(mu0, chol, rng)
+        g_data, g_events = g[:n], g[n:]
+        return GibbsState(events, g_data, g_events, omega_data, omega_events, rate, mu0, kernel, base, chol,
+                          step), accepted  # fmt: skip
 
     def _log_kernel_prior(self, kernel: SquaredExponential) -> float:
         centre = np.log(np.concatenate([[1.0], self.scale]))
         return float(-0.5 * np.sum(((kernel.log_parameters() - centre) / HYPER_PRIOR_SD) ** 2))
-
-    def _update_kernel(self, state, points, g, rng) -> GibbsState:
-        proposal = SquaredExponential.from_log_parameters(
-            state.kernel.log_parameters() + self.kernel_step * rng.standard_normal(1 + self.data.shape[1])
-        )
-        log_ratio = (
-            log_gp_density(proposal, points, g, state.mu0) + self._log_kernel_prior(proposal)
-            - log_gp_density(state.kernel, points, g, state.mu0) - self._log_kernel_prior(state.kernel)
-        )  # fmt: skip
-        self.proposed["kernel"] += 1
-        if np.log(rng.random()) < log_ratio:
-            self.accepted["kernel"] += 1
-            return replace(state, kernel=proposal, chol=None)
-        return state
-
-    def _update_base(self, state, points, rng) -> GibbsState:
-        values = state.base.parameters()
-        proposal = GaussianBase.from_parameters(
-            values + self.base_step * rng.standard_normal(len(values)), state.base.dim
-        )
-        log_ratio = float(np.sum(proposal.logpdf(points)) - np.sum(state.base.logpdf(points)))
-        self.proposed["base"] += 1
-        if np.log(rng.random()) < log_ratio:
-            self.accepted["base"] += 1
-            return replace(state, base=proposal)
-        return state
 
     def density(self, state: GibbsState, at: np.ndarray, rng: np.random.Generator, n_normaliser: int = 4096):
         """The density sigma(g(x)) pi(x) / Z at points, for this state's g.
@@ -283,25 +278,31 @@ class GibbsSampler:
         return expit(g[: len(at)]) * np.exp(state.base.logpdf(at)) / normaliser
 
     def run(self, iterations: int, *, warmup: int = 0, seed: int = 0, at: np.ndarray | None = None,
-            n_normaliser: int = 4096, density_every: int = 1,
+            n_normaliser: int = 4096, density_every: int = 1, start: GibbsState | None = None,
             progress: bool = False) -> GibbsRun:  # fmt: skip
         """Run the sampler; keep the hyperparameters, lambda, M and (at ``at``, every ``density_every``
-        kept iteration) the density. Ctrl-C stops it early and keeps what was drawn (``interrupted``).
+        kept iteration) the density. The warm-up adapts the kernel update's step; the kept iterations
+        use the step it ended with. ``start``: a state to start from (default :meth:`init`). Ctrl-C
+        stops it early and keeps what was drawn (``interrupted``).
 
         Returns a :class:`GibbsRun`: the dict of kept values, which is also a one-chain Result."""
         from tqdm.auto import tqdm
 
         started = time.perf_counter()
         rng = np.random.default_rng(seed)
-        state = self.init(rng)
+        state = self.init(rng) if start is None else start
         record: dict[str, list] = {k: [] for k in ("rate", "n_events", "mu0", "amplitude", "lengthscales",
                                                      "base_mean", "base_chol", "density")}  # fmt: skip
+        moves = {"warmup": [], "sampling": []}
         interrupted = False
-        with tqdm(total=warmup + iterations, disable=not progress, desc="Gibbs", leave=False) as bar:
+        blas = threadpool_limits(self.blas_threads, "blas") if self.blas_threads else contextlib.nullcontext()
+        with blas, tqdm(total=warmup + iterations, disable=not progress, desc="Gibbs", leave=False) as bar:
             try:
                 for i in range(warmup + iterations):
-                    state = self.step(state, i, rng)
+                    state, accepted = self.step(state, i, rng, adapt=i < warmup)
                     bar.update(1)
+                    if accepted is not None:
+                        moves["warmup" if i < warmup else "sampling"].append(accepted)
                     if i < warmup:
                         continue
                     record["rate"].append(state.rate)
@@ -315,21 +316,30 @@ class GibbsSampler:
                         record["density"].append(self.density(state, at, rng, n_normaliser))
             except KeyboardInterrupt:
                 interrupted = True
-        out = {k: np.asarray(v) for k, v in record.items() if v}
-        out["acceptance"] = {k: self.accepted[k] / max(self.proposed[k], 1) for k in self.accepted}
+        out: dict[str, Any] = {k: np.asarray(v) for k, v in record.items() if v}
+        out["acceptance"] = {"kernel": _share(moves["sampling"]), "kernel_warmup": _share(moves["warmup"])}
+        out["kernel_step"] = state.kernel_step
+        out["state"] = state
         out["interrupted"] = interrupted
         return GibbsRun(out, wall_seconds=time.perf_counter() - started)
+
+
+def _share(flags: list[bool]) -> float:
+    return float(np.mean(flags)) if flags else float("nan")
+
+
+NOT_DRAWS = ("acceptance", "kernel_step", "state", "interrupted")  # what a run keeps besides its draws
 
 
 def inference_groups(runs: list[dict]) -> dict:
     """Groups for ``stanaccel.diagnostics.to_inference_data`` from one or more ``GibbsSampler.run``
     outputs (one per chain, same lengths): lambda, M, mu0, the hyperparameters and the density."""
-    names = [k for k in runs[0] if k not in ("acceptance", "interrupted")]
+    names = [k for k in runs[0] if k not in NOT_DRAWS]
     posterior = {k: np.stack([run[k] for run in runs]) for k in names}
     posterior["lambda"] = posterior.pop("rate")
-    attrs = {"sampler": "gp_density_gibbs", "exact": True}
-    for kind in ("kernel", "base"):
-        attrs[f"{kind}_acceptance"] = float(np.mean([run["acceptance"][kind] for run in runs]))
+    attrs = {"sampler": "gp_density_gibbs", "exact": True,
+             "kernel_acceptance": float(np.mean([run["acceptance"]["kernel"] for run in runs])),
+             "kernel_step": float(np.mean([run["kernel_step"] for run in runs]))}  # fmt: skip
     return {"posterior": posterior, "attrs": attrs}
 
 
@@ -340,7 +350,10 @@ class GibbsRun(dict, Result):
     ``mu0``, ``amplitude``, ``lengthscales`` (iterations, dim), ``base_mean``,
     ``base_chol`` and, when the run had output points, ``density``
     (iterations kept for the density, points); ``acceptance`` (of the
-    hyperparameter updates) and ``interrupted``. As a
+    kernel update: ``kernel`` over the kept iterations, ``kernel_warmup``
+    over the warm-up), ``kernel_step`` (the step the warm-up adapted),
+    ``state`` (the last :class:`GibbsState`, to go on from with ``run(...,
+    start=)``) and ``interrupted``. As a
     :class:`~stanaccel.results.Result` (``draws()``, ``summary()``,
     ``metrics()``, ``to_inference_data()``, ``save(path)``) its posterior is
     those draws as one chain, lambda named ``lambda`` (see

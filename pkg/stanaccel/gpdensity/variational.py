@@ -48,6 +48,7 @@ from typing import Any
 
 import numpy as np
 from scipy.special import digamma, expit, gammaln, polygamma
+from threadpoolctl import threadpool_limits
 
 from stanaccel.gpdensity.base_measure import GaussianBase
 from stanaccel.gpdensity.covariance import JITTER, SquaredExponential
@@ -193,6 +194,10 @@ class VariationalDensity:
         Gaussian; 0.
     seed : int
         Seeds the inducing points' draws, k-means and the importance sample.
+    blas_threads : int or None
+        BLAS threads while fitting (threadpoolctl; None leaves them as they
+        are): one by default, as :class:`~stanaccel.gpdensity.GibbsSampler`.
+        TensorFlow's own threads are not affected.
     """
 
     exact = False
@@ -201,7 +206,8 @@ class VariationalDensity:
     def __init__(self, data, *, n_inducing: int = 50, n_importance: int = 2000, learning_rate: float = 0.02,
                  adam_steps: int = 1, update_hyperparameters: bool = True,
                  kernel: SquaredExponential | None = None, base: GaussianBase | None = None,
-                 mu0: float = 0.0, mu0_prior: tuple[float, float] = (0.0, 2.0), seed: int = 0):  # fmt: skip
+                 mu0: float = 0.0, mu0_prior: tuple[float, float] = (0.0, 2.0), seed: int = 0,
+                 blas_threads: int | None = 1):  # fmt: skip
         self.data = check_data(data)
         if n_importance < 1:
             raise ValueError(f"n_importance must be at least 1, not {n_importance}")
@@ -219,6 +225,9 @@ class VariationalDensity:
         self.update_hyperparameters = bool(update_hyperparameters)
         self.mu0_prior = (float(mu0_prior[0]), float(mu0_prior[1]))
         self.start = (kernel, base, float(mu0))
+        if blas_threads is not None and blas_threads < 1:
+            raise ValueError(f"blas_threads must be at least 1 (or None), not {blas_threads}")
+        self.blas_threads = blas_threads
 
     # The bound as a TensorFlow function of the hyperparameters, for its gradient.
 
@@ -360,6 +369,12 @@ class VariationalDensity:
             progress: bool = False) -> VariationalFit:  # fmt: skip
         """Iterate the closed-form updates and Adam steps until the bound's relative change stays
         below ``tol`` for ``patience`` iterations (or ``iterations`` are done)."""
+        if self.blas_threads is None:
+            return self._fit(iterations, tol, patience, progress)
+        with threadpool_limits(self.blas_threads, "blas"):
+            return self._fit(iterations, tol, patience, progress)
+
+    def _fit(self, iterations: int, tol: float, patience: int, progress: bool) -> VariationalFit:
         _, keras = _tensorflow()
         started = time.perf_counter()
         theta = self._variables(*self.start)
