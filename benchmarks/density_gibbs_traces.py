@@ -7,9 +7,7 @@ trace of M (latent events), mu0, lambda, the lengthscale and the amplitude
 every 40 kept sweeps, their mean, range and bulk ESS, the kernel update's
 acceptance, the seconds per sweep, and the Hellinger distances to the truth
 of the Gibbs estimate, of the variational method (500 iterations) and of
-the base Gaussian alone. It uses only what every version of the sampler
-returns, so it also measures an earlier commit (put that commit's ``pkg``
-first on PYTHONPATH).
+the base Gaussian alone.
 
 Run: .venv/bin/python benchmarks/density_gibbs_traces.py [three_bumps|bimodal_1d]
 """
