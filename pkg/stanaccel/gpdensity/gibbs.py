@@ -169,9 +169,10 @@ class GibbsSampler:
         to many times N.
     blas_threads : int or None
         BLAS threads while running (threadpoolctl; None leaves them as they
-        are). One by default: on two cores a second OpenBLAS thread speeds a
-        sweep up by at most 1.5x when the machine is idle, and slows it down
-        many times when another process is running.
+        are). One by default: on two cores a second OpenBLAS thread made a
+        sweep (many middling products and solves) 1.7x slower on an idle
+        machine and 3x slower beside another BLAS user
+        (``benchmarks/density_blas_threads.py``).
     """
 
     def __init__(self, data, *, hyper_every: int = 1, kernel: SquaredExponential | None = None,
