@@ -102,12 +102,12 @@ def test_several_narrow_bumps_are_fitted_as_the_variational_method_fits_them():
     grid, cell = FOUR_BUMPS.grid(200)
     run = GibbsSampler(data).run(150, warmup=100, seed=2, at=grid, density_every=3, n_normaliser=1024)
     gibbs = distances(FOUR_BUMPS, run["density"].mean(axis=0), grid, cell)["hellinger"]
-    fit = VariationalDensity(data, n_inducing=30, n_importance=1000, seed=0).fit(300)
+    fit = VariationalDensity(data, seed=0).fit(300)  # 0.094 (with 1000 importance points it overfits them)
     variational = distances(
         FOUR_BUMPS, fit.density_draws(grid, 200, np.random.default_rng(1)).mean(0), grid, cell
     )
     base = distances(FOUR_BUMPS, np.exp(GaussianBase.fit(data).logpdf(grid)), grid, cell)["hellinger"]
-    assert gibbs < 0.5 * base and gibbs < variational["hellinger"] + 0.05, (gibbs, variational, base)
+    assert gibbs < 0.4 * base and gibbs < variational["hellinger"] + 0.03, (gibbs, variational, base)
     assert 0.1 < run["acceptance"]["kernel"] < 0.6, run["acceptance"]
     assert np.median(run["lengthscales"]) < 1.0 < 2.0 < data.std()
     assert np.ptp(run["lengthscales"]) > 0.1 and np.ptp(run["amplitude"]) > 0.2  # still moving when kept
