@@ -59,7 +59,7 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -90,6 +90,7 @@ class GibbsState:
     base: GaussianBase
     chol: np.ndarray | None = None  # Cholesky factor of the kernel matrix at data and events, if known
     kernel_step: float = 0.1  # the random-walk step of the kernel update (adapted during the warm-up)
+    adaptations: int = 0  # kernel updates adapted so far in this adaptation window
 
 
 def check_data(data: np.ndarray) -> np.ndarray:
@@ -246,14 +247,15 @@ class GibbsSampler:
             update = update_kernel(kernel, marginal, points, observations, self._log_kernel_prior, step, rng)
             kernel, marginal, accepted = update.kernel, update.marginal, update.accepted
             if adapt:
-                step = adapted_step(step, accepted, iteration // self.hyper_every)
+                step = adapted_step(step, accepted, state.adaptations)
             base = GaussianBase.conditional_draw(points, rng)
         mu0 = marginal.draw_mu0(rng)
         chol = np.linalg.cholesky(marginal.K)
         g = marginal.draw_g(mu0, chol, rng)
         g_data, g_events = g[:n], g[n:]
+        adaptations = state.adaptations + (adapt and accepted is not None)
         return GibbsState(events, g_data, g_events, omega_data, omega_events, rate, mu0, kernel, base, chol,
-                          step), accepted  # fmt: skip
+                          step, adaptations), accepted  # fmt: skip
 
     def _log_kernel_prior(self, kernel: SquaredExponential) -> float:
         centre = np.log(np.concatenate([[1.0], self.scale]))
@@ -282,8 +284,10 @@ class GibbsSampler:
             n_normaliser: int = 4096, density_every: int = 1, start: GibbsState | None = None,
             progress: bool = False) -> GibbsRun:  # fmt: skip
         """Run the sampler; keep the hyperparameters, lambda, M and (at ``at``, every ``density_every``
-        kept iteration) the density. The warm-up adapts the kernel update's step; the kept iterations
-        use the step it ended with. ``start``: a state to start from (default :meth:`init`). Ctrl-C
+        kept iteration) the density. The warm-up adapts the kernel update's step in two windows, the
+        second starting again (large gains) from the first's step, so that the step fits the posterior
+        the chain has reached rather than its wide start; the kept iterations use the step it ended with.
+        ``start``: a state to start from (default :meth:`init`). Ctrl-C
         stops it early and keeps what was drawn (``interrupted``).
 
         Returns a :class:`GibbsRun`: the dict of kept values, which is also a one-chain Result."""
@@ -300,6 +304,8 @@ class GibbsSampler:
         with blas, tqdm(total=warmup + iterations, disable=not progress, desc="Gibbs", leave=False) as bar:
             try:
                 for i in range(warmup + iterations):
+                    if i == warmup // 2:
+                        state = replace(state, adaptations=0)  # a second window, from the first's step
                     state, accepted = self.step(state, i, rng, adapt=i < warmup)
                     bar.update(1)
                     if accepted is not None:
