@@ -8,14 +8,23 @@ from stanaccel.datasets import generate
 from stanaccel.programs import program_path
 from stanaccel.stan import StanModel, compile_program
 
-# A program with a `reject` and a `print`: the error paths of evaluation.
+# A program whose every block can fail: the error paths of evaluation. The model rejects
+# above 3, the transformed parameter's bound fails above 6 (in log density and write_array
+# alike), and generated quantities reject above 2 (write_array only).
 REJECT_PROGRAM = """
 parameters {
   real y;
 }
+transformed parameters {
+  real<upper=6> z = y;
+}
 model {
   if (y > 3) reject("y is ", y, ", above the limit 3");
   y ~ normal(0, 1);
+}
+generated quantities {
+  real w = normal_rng(y, 1);
+  if (y > 2) reject("generated quantities: y is ", y, ", above 2");
 }
 """
 
@@ -41,8 +50,11 @@ def logistic_latent_program():
 
 
 @pytest.fixture(scope="session")
-def reject_program():
-    return compile_program(REJECT_PROGRAM)
+def reject_program(tmp_path_factory):
+    # A file name with spaces and non-ASCII letters, as a user's file system allows.
+    path = tmp_path_factory.mktemp("programs") / "rég modèle.stan"
+    path.write_text(REJECT_PROGRAM)
+    return compile_program(path)
 
 
 @pytest.fixture(scope="session")

@@ -3,8 +3,11 @@
 import multiprocessing
 import time
 
+import pytest
+
 from stanaccel.programs import program_path
-from stanaccel.stan import compile_program
+from stanaccel.sampling.program import Program
+from stanaccel.stan import StanCompileError, compile_program
 from stanaccel.stan.cache import build_once, content_hash
 
 
@@ -19,10 +22,33 @@ def test_second_compile_hits_the_cache(mvn_program):
     print(f"cache hit loaded in {seconds:.2f} s")
 
 
-def test_program_string_and_file_share_nothing_but_the_bridge(reject_program, mvn_program):
-    assert reject_program.name == "anon_model"
+def test_programs_share_nothing_but_the_bridge(reject_program, mvn_program):
     assert reject_program.library != mvn_program.library
     assert reject_program.library.parent == mvn_program.library.parent
+
+
+def test_any_file_name_compiles_and_loads_again(reject_program, tmp_path):
+    assert reject_program.name == "r_g_mod_le_model"  # an ASCII identifier for C++ and Python
+    copy = tmp_path / "rég modèle.stan"
+    copy.write_text(reject_program.code)
+    again = compile_program(copy)
+    assert not again.built and again.library == reject_program.library
+    assert again.module.Model("{}", 0).param_unc_num() == 1
+
+
+def test_syntax_error_names_the_users_file(tmp_path):
+    path = tmp_path / "my modèle.stan"
+    path.write_text("parameters {\n  real y\n}\nmodel {\n  y ~ normal(0, 1);\n}\n")
+    with pytest.raises(StanCompileError, match="'my modèle.stan', line 3"):
+        compile_program(path)
+    with pytest.raises(StanCompileError, match="'my modèle.stan', line 3"):
+        Program.of(path).info
+
+
+@pytest.mark.parametrize("name", ["gp_ard", "progs/reg", "nowhere.stan"])
+def test_a_name_that_is_not_a_file_is_not_read_as_code(name):
+    with pytest.raises(FileNotFoundError, match="Stan program file not found.*program_path"):
+        compile_program(name)
 
 
 def test_content_hash_depends_on_every_part():

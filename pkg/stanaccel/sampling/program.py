@@ -68,6 +68,8 @@ class Program:
 
     name: str
     code: str
+    label: str = "program.stan"
+    """The program's file name, as messages name it."""
 
     @classmethod
     def of(cls, program) -> Program:
@@ -77,13 +79,14 @@ class Program:
         if isinstance(program, StanModel):
             program = program.program
         if hasattr(program, "code"):
-            return cls(program.name.removesuffix("_model"), program.code)
-        code, name = read_program(Path(program))
-        return cls(name.removesuffix("_model"), code)
+            name = program.name.removesuffix("_model")
+            return cls(name, program.code, f"{name}.stan")
+        code, name, label = read_program(Path(program))
+        return cls(name.removesuffix("_model"), code, label)
 
     @property
     def info(self) -> dict:
-        return program_info(self.code)
+        return program_info(self.code, self.label)
 
 
 def inputs(program) -> dict[str, dict]:

@@ -109,10 +109,11 @@ class Model {
   double log_density(const array_d &theta, bool propto, bool jacobian) const {
     Eigen::VectorXd x = checked_point(theta);
     py::gil_scoped_release release;
+    // Also for doubles: the error path recovers autodiff memory, which needs this thread's tape.
+    ensure_autodiff_stack();
     try {
       if (propto) {
         // Dropping constants needs autodiff types: with doubles Stan drops every term.
-        ensure_autodiff_stack();
         vector_v xv = x.cast<stan::math::var>();
         double lp = var_log_prob(xv, true, jacobian).val();
         stan::math::recover_memory();
@@ -153,6 +154,7 @@ class Model {
     Eigen::VectorXd out;
     {
       py::gil_scoped_release release;
+      ensure_autodiff_stack();
       stan::rng_t rng(seed);
       try {
         model_->write_array(rng, x, out, include_tp, include_gq, nullptr);

@@ -120,58 +120,81 @@ def enable_build_messages() -> None:
         messages.addHandler(handler)
 
 
-def read_program(program: str | Path) -> tuple[str, str]:
-    """Return (code, model name) for a ``.stan`` path or a program string.
+def read_program(program: str | Path) -> tuple[str, str, str]:
+    """Return (code, model name, label) for a ``.stan`` path or a program string.
 
-    The model name is ``<file stem>_model``, or ``anon_model`` for a string.
+    The model name is ``<file stem>_model`` made a C++ identifier, or
+    ``anon_model`` for a string; the label names the program in messages:
+    the file's own name (any name its file system allows), or ``anon.stan``.
+    A string without braces cannot be Stan code (every program has a block),
+    so it is read as a path.
+
+    Raises
+    ------
+    FileNotFoundError
+        The path names no file; the message says what is expected.
     """
-    looks_like_path = isinstance(program, Path) or (
-        "\n" not in program and "{" not in program and program.strip().endswith(".stan")
-    )
+    looks_like_path = isinstance(program, Path) or "{" not in program
     if looks_like_path:
         path = Path(program)
         if not path.is_file():
-            raise FileNotFoundError(f"Stan program file not found: {path}")
-        return path.read_text(), model_name_for(path.stem)
-    return str(program), "anon_model"
+            raise FileNotFoundError(
+                f"Stan program file not found: {str(path)!r} (give a .stan file, the program text, or for "
+                "a bundled program stanaccel.programs.program_path(name))"
+            )
+        return path.read_text(), model_name_for(path.stem), path.name
+    return str(program), "anon_model", "anon.stan"
 
 
 def model_name_for(stem: str) -> str:
-    """A valid C++ identifier for the model's name, as stanc would choose."""
-    name = re.sub(r"\W", "_", stem)
+    """A valid C++ and Python module identifier for the model's name, as stanc would choose.
+
+    ASCII only: a non-ASCII extension module name needs another init symbol
+    (PEP 489's punycode ``PyInitU_``), so ``rég modèle`` becomes ``r_g_mod_le``.
+    """
+    name = re.sub(r"\W", "_", stem, flags=re.ASCII)
     if not name or name[0].isdigit():
         name = "m_" + name
     return f"{name}_model"
 
 
-def stanc(code: str, name: str, toolchain_stanc: Path) -> tuple[str, str]:
+def stanc(code: str, name: str, toolchain_stanc: Path, label: str | None = None) -> tuple[str, str]:
     """Translate Stan code to C++; return (C++ code, warnings).
+
+    ``label`` names the program in stanc's messages (the user's file name);
+    it is not part of the C++, so the cache key does not depend on it.
 
     Raises
     ------
     StanCompileError
-        With stanc's message, which gives the line and column of the problem.
+        With stanc's message, which gives the file, line and column of the problem.
     """
     with tempfile.TemporaryDirectory(prefix="stanaccel-stanc-") as tmp:
-        label = f"{name.removesuffix('_model')}.stan"
-        source = Path(tmp) / label
+        source_name = f"{name.removesuffix('_model')}.stan"
+        source = Path(tmp) / source_name
         source.write_text(code)
         target = Path(tmp) / f"{name}.cpp"
         process = subprocess.run(
-            [str(toolchain_stanc), "--name", name, f"--filename-in-msg={label}", "--o", target.name, label],
+            [str(toolchain_stanc), "--name", name, f"--filename-in-msg={source_name}", "--o", target.name,
+             source_name],
             cwd=tmp,  # relative paths: stanc records its flags in the C++, which is the cache key
             capture_output=True,
             text=True,
             timeout=120,
-        )
+        )  # fmt: skip
         if process.returncode != 0:
-            message = (process.stderr or process.stdout).strip().replace(str(source), source.name)
-            raise StanCompileError(message)
+            raise StanCompileError(_relabel(process.stderr or process.stdout, source, label or source_name))
         return target.read_text(), process.stderr.strip()
 
 
+def _relabel(message: str, source: Path, label: str) -> str:
+    """stanc's message with the temporary file's name replaced by the user's file name."""
+    message = message.strip().replace(str(source), label)
+    return message.replace(f"'{source.name}'", f"'{label}'")
+
+
 @functools.lru_cache(maxsize=64)
-def program_info(code: str) -> dict:
+def program_info(code: str, label: str = "program.stan") -> dict:
     """What a program declares, from ``stanc --info``: its data (``inputs``) and parameters.
 
     Each of ``inputs``, ``parameters``, ``transformed parameters`` and
@@ -181,7 +204,7 @@ def program_info(code: str) -> dict:
     Raises
     ------
     StanCompileError
-        The program does not compile.
+        The program does not compile; the message names it by ``label``.
     """
     with tempfile.TemporaryDirectory(prefix="stanaccel-stanc-") as tmp:
         source = Path(tmp) / "program.stan"
@@ -191,7 +214,7 @@ def program_info(code: str) -> dict:
             timeout=120,
         )  # fmt: skip
     if process.returncode != 0:
-        raise StanCompileError((process.stderr or process.stdout).strip())
+        raise StanCompileError(_relabel(process.stderr or process.stdout, source, label))
     return json.loads(process.stdout)
 
 
@@ -219,9 +242,9 @@ def compile_program(program: str | Path) -> CompiledProgram:
         It must be built and there is no C++ compiler, the C++ build failed,
         or the fresh build does not load.
     """
-    code, name = read_program(program)
+    code, name, label = read_program(program)
     toolchain = find_toolchain()
-    cpp, warnings = stanc(code, name, toolchain.stanc)
+    cpp, warnings = stanc(code, name, toolchain.stanc, label)
     if warnings:
         logger.info("stanc warnings for %s:\n%s", name, warnings)
     key = content_hash(cpp, BRIDGE_SOURCE.read_text(), toolchain.identity())

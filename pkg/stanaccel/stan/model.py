@@ -120,11 +120,17 @@ class StanModel:
 
         ``seed`` drives the RNG of generated quantities when ``include_gq``.
         """
-        return self._model.param_constrain(theta_unc, include_tp, include_gq, seed)
+        try:
+            return self._model.param_constrain(theta_unc, include_tp, include_gq, seed)
+        except TypeError:
+            raise _point_error(theta_unc, self._dim) from None
 
     def param_unconstrain(self, theta: np.ndarray) -> np.ndarray:
         """Map flat constrained parameters (as ``param_constrain`` gives) to unconstrained."""
-        return self._model.param_unconstrain(np.ravel(theta))
+        try:
+            return self._model.param_unconstrain(np.ravel(theta))
+        except TypeError:
+            raise _point_error(theta, self.param_num(), "constrained") from None
 
     def unflatten(self, flat: np.ndarray, *, include_tp: bool = False, include_gq: bool = False) -> dict:
         """Split flat constrained values (last axis) into named arrays of their Stan shape."""
@@ -139,7 +145,10 @@ class StanModel:
         the constraining transform (needed to sample on the unconstrained space).
         """
         self.n_log_density += 1
-        return self._model.log_density(theta_unc, propto, jacobian)
+        try:
+            return self._model.log_density(theta_unc, propto, jacobian)
+        except TypeError:
+            raise _point_error(theta_unc, self._dim) from None
 
     def log_density_gradient(
         self,
@@ -167,11 +176,22 @@ class StanModel:
         else:
             check_gradient_buffer(out, self._dim)
         self.n_gradient += 1
-        return self._model.log_density_gradient(theta_unc, propto, jacobian, out), out
+        try:
+            return self._model.log_density_gradient(theta_unc, propto, jacobian, out), out
+        except TypeError:
+            raise _point_error(theta_unc, self._dim) from None
 
     def time_log_density_gradient(self, theta_unc: np.ndarray, repeats: int = 1000) -> float:
         """Mean seconds per gradient evaluation timed inside C++ (no Python)."""
         return self._model.time_log_density_gradient(theta_unc, repeats)
+
+
+def _point_error(point, dim: int, kind: str = "unconstrained") -> TypeError:
+    """The error for a point that is no vector of numbers (pybind11's own message lists overloads)."""
+    return TypeError(
+        f"the {kind} parameter vector must be a float array of shape ({dim},), "
+        f"got {type(point).__name__} {point!r:.60}"
+    )
 
 
 def _rebuild(program: CompiledProgram, data_json: str, seed: int, n_log_density: int, n_gradient: int):
