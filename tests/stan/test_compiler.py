@@ -42,7 +42,7 @@ def test_syntax_error_names_the_users_file(tmp_path):
     with pytest.raises(StanCompileError, match="'my modèle.stan', line 3"):
         compile_program(path)
     with pytest.raises(StanCompileError, match="'my modèle.stan', line 3"):
-        Program.of(path).info
+        _ = Program.of(path).info
 
 
 @pytest.mark.parametrize("name", ["gp_ard", "progs/reg", "nowhere.stan"])
