@@ -30,17 +30,37 @@ EXECUTOR_HELP = (
 )
 
 
+def _seed(below: int):
+    """An argparse type: a non-negative integer below ``below`` (argparse names the option)."""
+
+    def seed(text: str) -> int:
+        from stanaccel.seeds import check_seed
+
+        try:
+            return check_seed(int(text), "seed", below)
+        except ValueError:
+            limit = "2**32" if below == 2**32 else "2**63"
+            raise argparse.ArgumentTypeError(
+                f"{text!r} is not a seed: expected a non-negative integer below {limit}"
+            ) from None
+
+    seed.__name__ = "seed"
+    return seed
+
+
 def _nuts(args: argparse.Namespace) -> int:
     from stanaccel.diagnostics import convergence_metrics, summary, to_inference_data
     from stanaccel.diagnostics.files import check_writable, save_netcdf
-    from stanaccel.sampling.program import Program, prepare_data
+    from stanaccel.sampling.program import Program, check_finite_data, prepare_data
     from stanaccel.stan import StanModel
     from stanaccel.stan.nuts import WarmupState, sample_nuts
 
     output = check_writable(args.output or f"{Path(args.program).stem}-nuts.nc")
     warmup_from = WarmupState.from_netcdf(args.warmup_from) if args.warmup_from else None
     program = _program(args.program)
-    model = StanModel(program, prepare_data(Program.of(program), args.data))  # beta = 1 where declared
+    data = prepare_data(Program.of(program), args.data)  # beta = 1 where declared
+    model = StanModel(program, data)
+    check_finite_data(model, data, f"data file {args.data}")
     given = {k: getattr(args, k) for k in NUTS_DEFAULTS if getattr(args, k) is not None}
     settings = given if warmup_from is not None else {**NUTS_DEFAULTS, **given}
     chains = settings.get("chains", len(warmup_from.step_size) if warmup_from is not None else 0)
@@ -282,7 +302,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     nuts.add_argument("--draws", type=int, default=1000, help="draws per chain after warm-up")
     nuts.add_argument("--thin", type=int, default=1, help="keep every THIN-th draw")
-    nuts.add_argument("--seed", type=int, default=1, help="random seed (chain c uses Stan's stream c+1)")
+    nuts.add_argument(
+        "--seed", type=_seed(2**32), default=1, help="random seed (chain c uses Stan's stream c+1)"
+    )
     nuts.add_argument(
         "--metric", choices=["diag", "dense"], default="diag", help="the metric adapted in warm-up"
     )
@@ -330,7 +352,7 @@ def build_parser() -> argparse.ArgumentParser:
     sample.add_argument("--draws", type=int, help="draws per chain (default 1000)")
     sample.add_argument("--warmup", type=int, help="NUTS warm-up iterations per chain (default 1000)")
     sample.add_argument(
-        "--seed", type=int, default=1, help="random seed; every part of the run derives from it"
+        "--seed", type=_seed(2**63), default=1, help="random seed; every part of the run derives from it"
     )
     sample.add_argument("--warmup-from", nargs="+", metavar="FILE",
                         help="an earlier warm-up instead of a new one: a netCDF file of stanaccel nuts or "
@@ -369,7 +391,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("workflow", help="a workflow .toml file")
     run.add_argument("--output", "-o", help="output folder (default: the file's [workflow] output)")
     run.add_argument(
-        "--seed", type=int, help="workflow seed, from which each step's derives (default: the file's)"
+        "--seed",
+        type=_seed(2**63),
+        help="workflow seed, from which each step's derives (default: the file's)",
     )
     run.add_argument(
         "--executor",

@@ -23,3 +23,15 @@ def spawn_seeds(seed: int | np.random.SeedSequence, names: list[str] | tuple[str
 def spawn_seed(seed: int, *path: int) -> int:
     """The 32-bit seed of the child at ``path`` (for example ``(size_index, sampler_index)``) of ``seed``."""
     return int(np.random.SeedSequence(seed, spawn_key=path).generate_state(1)[0])
+
+
+def check_seed(seed, where: str = "seed", below: int = 2**63) -> int:
+    """``seed`` as an int if it is a non-negative integer below ``below``, else a ValueError naming ``where``.
+
+    ``where`` is how the user gave it (``--seed``, ``seed=``, a workflow file's ``seed``). Stan's
+    NUTS takes seeds below 2**32; a seed spawned into parts (``sample``, workflows) may be larger.
+    """
+    if isinstance(seed, bool) or not isinstance(seed, int | np.integer) or not 0 <= seed < below:
+        limit = "2**32" if below == 2**32 else "2**63" if below == 2**63 else f"{below}"
+        raise ValueError(f"{where} = {seed!r}: expected a non-negative integer below {limit}")
+    return int(seed)

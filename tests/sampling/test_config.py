@@ -115,3 +115,61 @@ def test_readme_table_covers_every_setting():
     rows = {row["key"] for row in table_rows()}
     for method in METHODS:
         assert set(keys(method)) <= rows
+
+
+@pytest.mark.parametrize(
+    ("method", "settings", "message"),
+    [
+        ("mh", {"scale": float("inf")}, "scale = inf: expected a finite number"),
+        ("mh", {"scale": 1e300}, r"scale = 1e\+300: must be at most 1e\+06"),
+        ("hmc", {"step_size": float("inf")}, "step_size = inf: expected a finite number"),
+        ("hmc", {"step_size": float("nan")}, "step_size = nan: expected a finite number"),
+        ("pcn", {"prior_sd": 1e7}, r"prior_sd = 10000000.0: must be at most 1e\+06"),
+        ("tt", {"betas": [1, float("nan")]}, r"betas = \[1, nan\]: expected finite numbers"),
+    ],
+)
+def test_non_finite_and_absurd_numbers_are_refused(method, settings, message):
+    with pytest.raises(ConfigError, match=f"^--set x: {message}"):
+        make_config(method, settings, sources="--set x")
+
+
+def test_non_finite_setting_on_the_command_line_names_set(capsys):
+    assert main(["sample", "mvn_mean", "--method", "hmc", "--set", "step_size=nan", "-o", "/tmp/x.nc"]) == 2
+    assert "--set step_size=nan: step_size = nan: expected a finite number" in capsys.readouterr().err
+
+
+def test_non_finite_setting_in_a_workflow_names_the_file(tmp_path):
+    path = tmp_path / "w.toml"
+    path.write_text(
+        '[workflow]\nname = "w"\n[[steps]]\nname = "s"\naction = "sample"\nprogram = "mvn_mean"\n'
+        'method = "mh"\nscale = inf\n'
+    )
+    with pytest.raises(
+        ValueError, match=r"w.toml: step 's' \(action sample\): scale = inf: expected a finite"
+    ):
+        load_workflow(path)
+
+
+@pytest.mark.parametrize("settings", [[("scale", 1)], "scale=1", 3])
+def test_settings_that_are_not_a_dict_are_a_type_error(settings):
+    with pytest.raises(TypeError, match="settings must be a dict of setting name -> value"):
+        sample("mvn_mean", None, "mh", settings)
+
+
+@pytest.mark.parametrize("command", ["sample", "nuts", "run"])
+def test_negative_seed_names_the_option(command, capsys):
+    with pytest.raises(SystemExit) as stop:
+        main([command, "mvn_mean", "--seed", "-1"])
+    assert stop.value.code == 2
+    assert "argument --seed: '-1' is not a seed: expected a non-negative integer" in capsys.readouterr().err
+
+
+def test_negative_seed_in_python_and_workflow_files(tmp_path):
+    with pytest.raises(ValueError, match=r"seed = -1: expected a non-negative integer below 2\*\*63"):
+        sample("mvn_mean", None, "mh", {}, seed=-1)
+    path = tmp_path / "w.toml"
+    path.write_text(
+        '[workflow]\nname = "w"\nseed = -1\n[[steps]]\nname = "s"\naction = "sample"\nprogram = "mvn_mean"\n'
+    )
+    with pytest.raises(ValueError, match=r"w.toml: \[workflow\] seed = -1: expected a non-negative integer"):
+        load_workflow(path)

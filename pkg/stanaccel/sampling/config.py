@@ -18,13 +18,20 @@ value came from.
 from __future__ import annotations
 
 import difflib
+import math
 import reprlib
+from collections.abc import Mapping
 from dataclasses import MISSING, asdict, dataclass, field, fields
 from typing import Any, ClassVar
 
 from stanaccel.observations import Observations
 
 INNER_KERNELS = ("mh", "hmc")
+
+LARGEST = 1e6
+"""The largest value of a number setting that has no upper bound of its own (a scale, a step size,
+a prior sd). Far beyond any useful value: a proposal scaled by more is refused almost surely, and
+values near the largest float (1e308) overflow to infinity in the first move."""
 
 
 class ConfigError(ValueError):
@@ -584,6 +591,11 @@ def make_config(
         the wrong kind or out of range (with what is allowed).
     """
     cls = config_class(method)
+    if settings is not None and not isinstance(settings, Mapping):
+        raise TypeError(
+            f"settings must be a dict of setting name -> value, such as {{'scale': 0.5}}, "
+            f"not a {type(settings).__name__} ({reprlib.repr(settings)})"
+        )
     settings = {k: v for k, v in (settings or {}).items() if v is not None and k != "method"}
     known = {f.name: f for f in fields(cls)}
 
@@ -625,6 +637,8 @@ def _check(key: str, value: Any, meta: dict, prefix: str) -> Any:
         if not isinstance(value, int | float) or isinstance(value, bool):
             raise ConfigError(f"{shown}: expected a number")
         value = float(value)
+        if not math.isfinite(value):
+            raise ConfigError(f"{shown}: expected a finite number, not {value}")
     elif kind == "bool":
         if not isinstance(value, bool):
             raise ConfigError(f"{shown}: expected true or false")
@@ -644,6 +658,8 @@ def _check(key: str, value: Any, meta: dict, prefix: str) -> Any:
         ):
             raise ConfigError(f"{shown}: expected a list of numbers")
         value = [float(v) for v in value]
+        if not all(math.isfinite(v) for v in value):
+            raise ConfigError(f"{shown}: expected finite numbers")
         if value[0] != 1 or any(b <= 0 or a <= b for a, b in zip(value, value[1:], strict=False)):
             raise ConfigError(f"{shown}: expected 1 = beta_0 > beta_1 > ... > 0")
     elif kind == "observations":
@@ -658,6 +674,10 @@ def _check(key: str, value: Any, meta: dict, prefix: str) -> Any:
             raise ConfigError(f"{shown}: expected a list of approximations")
         return [Approximation.parse(v, f"{prefix}{key}[{i}]") for i, v in enumerate(value)]
     low, high = meta.get("low"), meta.get("high")
+    if kind == "number" and high is None and value > LARGEST:
+        raise ConfigError(
+            f"{shown}: must be at most {LARGEST:g} (a larger value makes every move overflow or be refused)"
+        )
     if kind in ("int", "number") and low is not None and (value < low or (meta["low_open"] and value == low)):
         raise ConfigError(f"{shown}: must be {'above' if meta['low_open'] else 'at least'} {low:g}")
     if (

@@ -24,6 +24,7 @@ from typing import Any
 
 from stanaccel.diagnostics.files import check_writable
 from stanaccel.executors import Executor, check_spec, executor_from
+from stanaccel.seeds import check_seed
 from stanaccel.workflow import cache as step_cache
 from stanaccel.workflow.context import RunContext, Workflow
 from stanaccel.workflow.interrupts import InterruptWatch, WorkflowInterrupted
@@ -94,9 +95,7 @@ def run_workflow(
     elif output is not None:
         workflow.output = Path(output)
     if seed is not None:
-        if not 0 <= int(seed) < 2**63:
-            raise ValueError(f"seed must be a non-negative integer below 2**63, not {seed}")
-        workflow.seed = int(seed)
+        workflow.seed = check_seed(seed, "seed")
     use_cache = workflow.cache if cache is None else bool(cache)
     if executor is None:
         executor = workflow.executor

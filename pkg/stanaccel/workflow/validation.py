@@ -69,6 +69,10 @@ BOOLEAN = Kind("true or false", lambda v: isinstance(v, bool))
 LIST = Kind("a list", lambda v: isinstance(v, list))
 TABLE = Kind("a table", lambda v: isinstance(v, dict))
 ANYTHING = Kind("any value", lambda v: True)
+SEED = Kind(
+    "a non-negative integer below 2**63",
+    lambda v: isinstance(v, int) and not isinstance(v, bool) and 0 <= v < 2**63,
+)
 
 
 def one_of(*names: str) -> Kind:
@@ -169,12 +173,12 @@ class ExecutorSpec:
 
 WORKFLOW_KEYS = {
     "name": STRING,
-    "seed": INTEGER,
+    "seed": SEED,
     "output": STRING,
     "cache": BOOLEAN,
     "executor": ExecutorSpec(),
 }
-STEP_KEYS = {"name": STRING, "action": STRING, "seed": INTEGER}
+STEP_KEYS = {"name": STRING, "action": STRING, "seed": SEED}
 
 
 def check_workflow(config: dict[str, Any], path: Path) -> None:
