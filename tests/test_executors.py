@@ -238,3 +238,25 @@ def test_the_command_line_names_a_bad_executor(tmp_path, capsys):
     )
     assert code == 2
     assert "number of workers must be a positive integer" in capsys.readouterr().err
+
+
+def test_an_unreachable_dask_scheduler_is_named_before_the_warmup(tmp_path, capsys):
+    # port 1 on this machine: closed, so the connection is refused at once
+    from stanaccel.cli import main
+
+    code = main(
+        [
+            "sample",
+            "mvn_mean",
+            "--method",
+            "mh",
+            "--executor",
+            "dask:tcp://127.0.0.1:1",
+            "-o",
+            str(tmp_path / "x.nc"),
+        ]
+    )
+    err = capsys.readouterr().err
+    assert code == 2 and "no Dask scheduler answers at 127.0.0.1:1" in err and "warm-up" not in err
+    with pytest.raises(ValueError, match="no Dask scheduler answers at 127.0.0.1:1"):
+        DaskExecutor("tcp://127.0.0.1:1")  # the workflow's route: without the check, a 30 s timeout

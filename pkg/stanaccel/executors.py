@@ -33,6 +33,7 @@ import multiprocessing
 import os
 import re
 import shutil
+import socket
 import tempfile
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable
@@ -186,6 +187,7 @@ class DaskExecutor(Executor):
                 self._scratch = tempfile.mkdtemp(prefix="stanaccel-scratch-")
                 scratch = self._scratch
         else:
+            check_reachable(f"dask:{address}")
             self.client = Client(address)
         self.scratch = Path(scratch) if scratch is not None else None
         self.workers = max(1, sum(self.client.nthreads().values()))
@@ -261,3 +263,31 @@ def _count(text: str, spec: str) -> int:
     if not text.isdigit() or int(text) < 1:
         raise ValueError(f"executor {spec!r}: the number of workers must be a positive integer, not {text!r}")
     return int(text)
+
+
+def check_reachable(spec: str, timeout: float = 3.0) -> None:
+    """Raise ValueError, fast, if ``spec`` is ``dask:ADDRESS`` and nothing listens at the address.
+
+    A Dask client waits 30 s for an absent scheduler and then says only that it
+    timed out; this opens one TCP connection (at most ``timeout`` seconds) to
+    say so at once, before any expensive work. Other executors, and addresses
+    of a scheme other than tcp, are not checked.
+    """
+    kind, _ = check_spec(spec)
+    address = kind.removeprefix("dask:")
+    if not kind.startswith("dask:") or kind == "dask:local":
+        return
+    scheme, _, rest = address.rpartition("://")
+    if scheme not in ("", "tcp"):
+        return
+    host, _, port = rest.rpartition(":")
+    host = host.strip("[]")
+    try:
+        with socket.create_connection((host, int(port)), timeout=timeout):
+            pass
+    except (OSError, ValueError) as error:
+        reason = getattr(error, "strerror", None) or str(error) or type(error).__name__
+        raise ValueError(
+            f"executor {spec!r}: no Dask scheduler answers at {host}:{port} ({reason}); start one there "
+            "(`dask scheduler`), check the address and port, or use dask:local:N for a local cluster"
+        ) from None

@@ -3,9 +3,11 @@
 Each is refused before the program is compiled, with a message that says what to change.
 """
 
+import numpy as np
 import pytest
 
-from stanaccel.sampling import ProgramConventionError, make_config, sample
+from stanaccel.cli import main
+from stanaccel.sampling import ConfigError, ProgramConventionError, make_config, sample
 from stanaccel.sampling.program import Program, check_program, prepare_data
 from stanaccel.stan import write_data
 from tests.sampling.programs import NO_BETA, OTHER_PARAMETERS, REGRESSION, regression_data
@@ -101,3 +103,80 @@ def test_method_needing_a_setting_names_it(files):
         check("dc", {}, files / "regression.stan", files / "data.json")
     with pytest.raises(ValueError, match="method 'latent-nuts' needs the setting 'latent_program'"):
         check("latent-nuts", {}, files / "regression.stan", files / "data.json")
+
+
+def test_subset_larger_than_the_data_is_refused_before_compiling(files):
+    settings = {"approx": {"kind": "subset", "m": 50}, "observations": OBSERVATIONS}
+    with pytest.raises(ConfigError, match=r"subset m=50: m must be between 1 and 39.*N = 40"):
+        check("dc", settings, files / "regression.stan", files / "data.json")
+
+
+@pytest.mark.parametrize(
+    ("method", "settings"),
+    [
+        ("stt", {"observations": {"count": "N", "fields": ["y"]}}),
+        ("dc", {"observations": {"count": "N", "fields": ["y"]}, "approx": {"kind": "subset", "m": 10}}),
+    ],
+)
+def test_observations_leaving_out_a_field_are_refused_before_the_warmup(files, method, settings):
+    # x has one entry per observation but is not among the fields: a subset's x keeps all 40
+    lines = []
+    with pytest.raises(ProgramConventionError, match=r"variable name=x.*perhaps add 'x' to its fields"):
+        sample(
+            files / "regression.stan",
+            files / "data.json",
+            method,
+            {"warmup": 20, **settings},
+            log=lines.append,
+        )
+    assert lines == []  # no warm-up started
+
+
+def test_bounded_beta_refusing_n_over_m_is_named_before_the_warmup(mvn_data):
+    # mvn_mean declares real<lower=0, upper=1> beta; a subset of 5 of 20 scaled by N/m sets beta = 4
+    settings = {"warmup": 20, "draws": 20, "approx": {"kind": "subset", "m": 5}}
+    lines = []
+    with pytest.raises(
+        ProgramConventionError, match=r"sets beta = 4, which mvn_mean refuses.*less than or equal to 1.*scale"
+    ):
+        sample("mvn_mean", mvn_data, "dc", settings, log=lines.append)
+    assert lines == []
+
+
+def test_h_pcn_on_a_stan_program_is_refused_before_compiling(files):
+    for method, settings in [("h-pcn", {}), ("dc", {"inner": "h-pcn", "approx": {"kind": "subset", "m": 3}})]:
+        with pytest.raises(ConfigError, match="h-pCN needs a Laplace approximation.*use pcn"):
+            sample(files / "missing.stan", files / "data.json", method, settings)
+
+
+def test_latent_dim_above_the_dimension_is_refused_before_the_warmup(files):
+    lines = []
+    with pytest.raises(ConfigError, match="settings: latent_dim = 3: must be below 2, the number"):
+        sample(files / "regression.stan", files / "data.json", "ae-hmc", {"latent_dim": 3}, log=lines.append)
+    assert lines == []
+
+
+def test_malformed_data_json_names_the_file_and_json(files, capsys):
+    bad = files / "bad.json"
+    bad.write_text('{"N": 3,\n "y": [1, 2, ]}')
+    with pytest.raises(ValueError, match=r"data file .*bad.json: not valid JSON: Expecting value at line 2"):
+        sample(files / "regression.stan", bad, "mh")
+    assert (
+        main(["sample", str(files / "regression.stan"), "--data", str(bad), "-o", str(files / "x.nc")]) == 2
+    )
+    assert "bad.json: not valid JSON" in capsys.readouterr().err
+
+
+def test_nan_in_the_data_names_the_variable_before_the_warmup(files, capsys):
+    data = regression_data()
+    data["y"] = np.asarray(data["y"], dtype=float)
+    data["y"][3] = np.nan
+    write_data(files / "nan.json", data)
+    lines = []
+    with pytest.raises(ValueError, match=r"nan.json: y\[4\] = nan: NaN or infinity in the data"):
+        sample(files / "regression.stan", files / "nan.json", "mh", {"warmup": 20}, log=lines.append)
+    assert lines == []
+    for command in (["sample", "--method", "hmc"], ["nuts"]):
+        argv = [command[0], str(files / "regression.stan"), "--data", str(files / "nan.json"), *command[1:]]
+        assert main([*argv, "-o", str(files / "x.nc")]) == 2
+        assert "y[4] = nan: NaN or infinity in the data" in capsys.readouterr().err

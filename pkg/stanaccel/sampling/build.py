@@ -148,12 +148,17 @@ def gaussian_reference(config: SamplerConfig, tuning: Tuning, dim: int) -> tuple
 def laplace_reference(tuning: Tuning, method: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The warm-up's Laplace approximation (mean, eigenvalues, eigenvectors), or a clear error without one."""
     if tuning.laplace is None:
-        raise ConfigError(
-            f"{method}: h-pCN needs a Laplace approximation (a MAP and a Gauss-Newton Hessian in whitened "
-            "coordinates), which the PDE posterior provides and a Stan program does not; on a Stan program "
-            "use pcn, whose reference is a Gaussian fitted to the warm-up"
-        )
+        raise no_laplace(method)
     return tuning.laplace
+
+
+def no_laplace(method: str) -> ConfigError:
+    """The error for h-pCN without a Laplace approximation (on a Stan program)."""
+    return ConfigError(
+        f"{method}: h-pCN needs a Laplace approximation (a MAP and a Gauss-Newton Hessian in whitened "
+        "coordinates), which the PDE posterior provides and a Stan program does not; on a Stan program "
+        "use pcn, whose reference is a Gaussian fitted to the warm-up"
+    )
 
 
 def pcn_kernel(density, reference: tuple[np.ndarray, np.ndarray], step: float):

@@ -28,21 +28,22 @@ import numpy as np
 from stanaccel.approx import KeepConstants
 from stanaccel.densities import evaluations
 from stanaccel.diagnostics.files import jsonable
-from stanaccel.executors import Executor, SerialExecutor, check_spec, executor_from
+from stanaccel.executors import Executor, SerialExecutor, check_reachable, executor_from
 from stanaccel.kernels import KernelRun, run_chains
 from stanaccel.programs import program_path
 from stanaccel.results import Result
-from stanaccel.sampling.build import KernelFactory, Tuning
+from stanaccel.sampling.build import KernelFactory, Tuning, no_laplace
 from stanaccel.sampling.config import ConfigError, SamplerConfig, make_config
 from stanaccel.sampling.program import (
     Program,
     check_beta_used,
+    check_instance,
     check_program,
     describe_approximation,
     prepare_data,
 )
 from stanaccel.sampling.tasks import run_chains_on
-from stanaccel.seeds import spawn_seeds
+from stanaccel.seeds import check_seed, spawn_seeds
 from stanaccel.stan import CompiledProgram, StanModel, compile_program
 from stanaccel.stan.nuts import NutsFit, WarmupState, sample_nuts
 
@@ -301,21 +302,26 @@ def sample(
 
     say = log or (lambda line: None)
     config = make_config(method, settings, sources)
+    check_seed(seed, "seed")
     tune = tune_spec(tune)
     if tune is not None and method == "nuts":
         raise ConfigError("Stan's NUTS adapts itself: --tune is for the other methods")
     if tune is not None:
         checked_space(tune, config, {})  # mistakes found before the warm-up, not after
     if isinstance(executor, str):
-        check_spec(executor)  # a mistake found before the warm-up, not after
+        check_reachable(executor)  # a mistake found before the warm-up, not after
     if is_target(program):
         return _sample_target(config, program, seed, warmup_from, progress, say, checkpoint, executor, tune)
+    if "h-pcn" in (method, getattr(config, "inner", None)):
+        raise no_laplace(method)
     if isinstance(program, StanModel) and data is None:
         data = json.loads(program.data_json)
+    data_label = f"data file {data}" if isinstance(data, str | Path) else "the data"
     source = Program.of(_program_file(program))
     data = prepare_data(source, data)
     check_program(config, source, data)
     model = StanModel(load_program(program), data)
+    check_instance(config, model, data, data_label, sources)  # before the warm-up, not after
     name = source.name
     seeds = spawn_seeds(seed, SEEDS)
     if method == "nuts":

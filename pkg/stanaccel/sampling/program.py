@@ -33,6 +33,7 @@ from stanaccel.sampling.config import Approximation, ConfigError, SamplerConfig
 from stanaccel.seeds import spawn_seed
 from stanaccel.stan import StanModel, compile_program, read_data
 from stanaccel.stan.compiler import program_info, read_program
+from stanaccel.stan.errors import StanError
 
 BETA_CHANGE = """\
 Declare it with the data and multiply the log likelihood by it:
@@ -174,7 +175,11 @@ def check_program(config: SamplerConfig, program, data: dict[str, Any]) -> None:
     if "beta" in needs or any(a.kind == "subset" and a.scale for a in approximations):
         check_temperable(program, config.method)
     if "observations" in needs or any(a.kind == "subset" for a in approximations):
-        observations_for(config, program, data)
+        observations = observations_for(config, program, data)
+        n = observations.check(data)
+        for a in approximations:
+            if a.kind == "subset":
+                check_subset_size(a, n, observations)
     for a in approximations:
         if a.kind in ("coarse", "linearized"):
             raise ConfigError(
@@ -194,6 +199,131 @@ def check_program(config: SamplerConfig, program, data: dict[str, Any]) -> None:
     latent = getattr(config, "latent_program", None)
     if latent is not None and not Path(latent).is_file():
         raise FileNotFoundError(f"latent program file not found: {latent}")
+
+
+def check_subset_size(spec: Approximation, n: int, observations: Observations) -> None:
+    """Raise :class:`ConfigError` unless a subset approximation's m is below the N observations."""
+    if not 1 <= spec.m < n:
+        raise ConfigError(
+            f"approximation {spec.label}: m must be between 1 and {n - 1}, one less than the number of "
+            f"observations ({observations.count} = {n} in the data)"
+        )
+
+
+def check_instance(
+    config: SamplerConfig,
+    model: StanModel,
+    data: dict[str, Any],
+    data_label: str = "the data",
+    sources: dict[str, str] | str = "settings",
+) -> None:
+    """What ``config`` needs of the compiled program, checked before the warm-up.
+
+    The data hold no NaN or infinity that leaves the log density undefined; a
+    latent method's ``latent_dim`` is below the number of unconstrained
+    parameters; a subset of the observations (and a subset approximation's
+    ``beta = N/m``) makes a valid instance of the program.
+
+    Raises
+    ------
+    ValueError
+        Non-finite data (naming the variables and ``data_label``).
+    ConfigError
+        ``latent_dim`` too large, ``m`` not below the number of observations.
+    ProgramConventionError
+        A subset that Stan refuses: a per-observation field left out of
+        ``observations``, or a ``beta`` whose declared bound excludes N/m.
+    """
+    check_finite_data(model, data, data_label)
+    program = Program.of(model)
+    if config.method in ("ae-hmc", "ae-pcn", "latent-nuts"):
+        if model.dim < 2:
+            raise ConfigError(
+                f"method {config.method!r} reduces the parameters of {program.name} to a latent space, "
+                f"but it has {model.dim} unconstrained parameter; use hmc or nuts"
+            )
+        latent_dim = getattr(config, "latent_dim", None)
+        if latent_dim is not None and latent_dim >= model.dim:
+            where = sources if isinstance(sources, str) else sources.get("latent_dim", "settings")
+            raise ConfigError(
+                f"{where}: latent_dim = {latent_dim}: must be below {model.dim}, the number of unconstrained "
+                f"parameters of {program.name}"
+            )
+    approximations = [
+        a for a in [getattr(config, "approx", None), *(getattr(config, "ladder", None) or [])] if a
+    ]
+    subsets = [a for a in approximations if a.kind == "subset"]
+    if not subsets and "observations" not in config.needs:
+        return
+    observations = observations_for(config, program, data)
+    n = observations.check(data)
+    for spec in subsets:
+        check_subset_size(spec, n, observations)
+    m = min([spec.m for spec in subsets] or [max(1, n // 2)])
+    subset = observations.take(data, np.arange(m))
+    try:
+        model.with_data(subset)
+    except StanError as error:
+        left_out = [
+            k for k, v in data.items() if k not in observations.fields and np.ndim(v) and np.shape(v)[0] == n
+        ]
+        hint = f"; perhaps add {', '.join(map(repr, left_out))} to its fields" if left_out else ""
+        raise ProgramConventionError(
+            f"observations = {{ count = {observations.count!r}, fields = {list(observations.fields)!r} }}: "
+            f"{program.name} refuses a subset of {m} of its {n} observations ({observations.count} = {m}, "
+            f"those fields cut to {m} entries): {error}. Every data variable with one entry per "
+            f"observation must be among the fields{hint}"
+        ) from None
+    for spec in subsets:
+        if not spec.scale:
+            continue
+        beta = float(data.get("beta", 1.0)) * n / spec.m
+        try:
+            model.with_data({**observations.take(data, np.arange(spec.m)), "beta": beta})
+        except StanError as error:
+            raise ProgramConventionError(
+                f"approximation {spec.label} multiplies the subset's likelihood by N/m, so it sets beta = "
+                f"{beta:g}, which {program.name} refuses: {error}. Declare beta without an upper bound "
+                "(real<lower=0> beta;), or set scale = false in the approximation"
+            ) from None
+
+
+def nonfinite_data(data: dict[str, Any]) -> list[str]:
+    """Each data variable holding NaN or infinity, as ``"y[4] = nan"`` (its first such entry, 1-based)."""
+    found = []
+    for name, value in data.items():
+        try:
+            array = np.asarray(value, dtype=float)
+        except (TypeError, ValueError):
+            continue
+        bad = np.argwhere(~np.isfinite(array))
+        if len(bad):
+            index = "".join(f"[{i + 1}]" for i in bad[0])
+            more = f" and {len(bad) - 1} more" if len(bad) > 1 else ""
+            found.append(f"{name}{index} = {array[tuple(bad[0])]}{more}")
+    return found
+
+
+def check_finite_data(model: StanModel, data: dict[str, Any], label: str = "the data") -> None:
+    """Raise ValueError naming the variables if the data hold NaN or infinity that the program refuses.
+
+    Stan would say only that initialization failed. Data with NaN or infinity
+    that the program handles (its log density is defined at the origin of the
+    unconstrained space) pass.
+    """
+    found = nonfinite_data(data)
+    if not found:
+        return
+    try:
+        value = model.log_density(np.zeros(model.dim))
+        problem = None if np.isfinite(value) else f"the log density is {value}"
+    except StanError as error:
+        problem = str(error).removeprefix("Exception: ")
+    if problem is not None:
+        raise ValueError(
+            f"{label}: {'; '.join(found)}: NaN or infinity in the data, which {Program.of(model).name} "
+            f"cannot use ({problem}); remove those entries or replace them with numbers"
+        )
 
 
 def approximation(
@@ -216,10 +346,7 @@ def approximation(
     if spec.kind == "subset":
         observations = observations_for(config, model, data)
         n = observations.check(data)
-        if not 1 <= spec.m < n:
-            raise ConfigError(
-                f"approximation {spec.label}: m must be between 1 and {n - 1} ({observations.count})"
-            )
+        check_subset_size(spec, n, observations)
         indices = np.sort(np.random.default_rng(seed).choice(n, size=spec.m, replace=False))
         subset = observations.take(data, indices)
         if spec.scale:

@@ -33,9 +33,33 @@ def data_to_json(data: StanData) -> str:
 
 
 def read_data(path: str | Path) -> dict[str, Any]:
-    """Read a Stan JSON data file into a dict (lists become NumPy arrays by the caller)."""
-    with open(path) as handle:
-        return json.load(handle)
+    """Read a Stan JSON data file into a dict (lists become NumPy arrays by the caller).
+
+    Raises
+    ------
+    FileNotFoundError
+        No such file.
+    ValueError
+        The file is not JSON, or not a JSON object (naming the file and the place).
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"Stan data file not found: {path}")
+    try:
+        with open(path) as handle:
+            data = json.load(handle)
+    except json.JSONDecodeError as error:
+        raise ValueError(
+            f"data file {path}: not valid JSON: {error.msg} at line {error.lineno} column {error.colno}; "
+            'Stan data are a JSON object such as {"N": 3, "y": [1.5, 2.0, 0.1]}'
+        ) from None
+    except UnicodeDecodeError as error:
+        raise ValueError(f"data file {path}: not a JSON text file ({error.reason})") from None
+    if not isinstance(data, dict):
+        raise ValueError(
+            f"data file {path}: expected a JSON object of variable name -> value, not a {type(data).__name__}"
+        )
+    return data
 
 
 def write_data(path: str | Path, data: Mapping[str, Any]) -> Path:
