@@ -434,6 +434,14 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    try:
+        return _main(argv)
+    except KeyboardInterrupt:  # while importing or parsing, before a command handles it
+        print("stanaccel: interrupted", file=sys.stderr)
+        return INTERRUPTED
+
+
+def _main(argv: list[str] | None) -> int:
     args = build_parser().parse_args(argv)
     from stanaccel.executors import MissingExtraError
     from stanaccel.stan.compiler import enable_build_messages

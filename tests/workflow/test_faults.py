@@ -240,3 +240,38 @@ def test_a_killed_workflow_resumes_its_sample_step_to_the_same_draws(tmp_path, m
     ours = az.from_netcdf(str(killed / "sample" / "posterior.nc")).posterior["theta"].values
     theirs = az.from_netcdf(str(whole / "sample" / "posterior.nc")).posterior["theta"].values
     assert ours.shape == (2, 20000, 2) and np.array_equal(ours, theirs)
+
+
+def test_ctrl_c_while_importing_prints_one_line_and_exits_130():
+    # A real SIGINT, raised while the command line imports NumPy (its first seconds)
+    script = (
+        "import builtins, os, signal, sys\n"
+        "real = builtins.__import__\n"
+        "def hook(name, *args, **kwargs):\n"
+        "    if name == 'numpy':\n"
+        "        builtins.__import__ = real\n"
+        "        os.kill(os.getpid(), signal.SIGINT)\n"
+        "    return real(name, *args, **kwargs)\n"
+        "builtins.__import__ = hook\n"
+        "from stanaccel.cli import main\n"
+        "sys.exit(main(['sample', 'mvn_mean', '--method', 'mh']))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.default_int_handler),
+    )
+    assert (done.returncode, done.stderr) == (130, "stanaccel: interrupted\n"), done.stderr
+
+
+def test_a_step_stopped_before_saving_says_it_kept_no_draws(tmp_path):
+    from stanaccel.workflow.runner import _stop_message
+
+    (tmp_path / "sample" / "checkpoints").mkdir(parents=True)  # what a run on processes:2 leaves
+    (tmp_path / "sample" / ".key").write_text("k\n")
+    message = _stop_message({"name": "sample"}, tmp_path)
+    assert "kept no draws" in message and "partial outputs" not in message
+    (tmp_path / "sample" / "checkpoints" / "chain-0.pkl").write_bytes(b"draws")
+    assert f"its partial outputs are in {tmp_path / 'sample'}" in _stop_message({"name": "sample"}, tmp_path)

@@ -198,7 +198,14 @@ def _record_stop(record: dict[str, Any], entry: dict[str, Any], start: float, ou
 
 
 def _stop_message(step: dict[str, Any], output: Path) -> str:
-    return (
-        f"step {step['name']!r} stopped by Ctrl-C; its partial outputs are in {output / step['name']}, "
-        f"later steps did not run, and {output / 'run.json'} records the stop"
+    folder = output / step["name"]
+    kept = folder.is_dir() and any(
+        p.is_file() and p.name not in (step_cache.STARTED, step_cache.MARKER) for p in folder.rglob("*")
     )
+    where = (
+        f"its partial outputs are in {folder}"
+        if kept
+        else "it kept no draws (none were saved before the stop)"
+    )
+    record = output / "run.json"
+    return f"step {step['name']!r} stopped by Ctrl-C; {where}, later steps did not run, and {record} says so"
