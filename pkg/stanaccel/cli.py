@@ -313,8 +313,8 @@ def build_parser() -> argparse.ArgumentParser:
     nuts.add_argument(
         "--warmup-from",
         metavar="FILE",
-        help="netCDF file of an earlier run (its --output): sample on from its last draws with its "
-        "adapted step sizes and metric, without a new warm-up",
+        help="netCDF file of an earlier stanaccel nuts or sample run (its --output): sample on from its "
+        "last draws with its warm-up's adapted step sizes and metric, without a new warm-up",
     )
     nuts.add_argument("--output", "-o", help="netCDF file for the InferenceData (default: PROGRAM-nuts.nc)")
     nuts.add_argument("--quiet", "-q", action="store_true", help="no progress bar")

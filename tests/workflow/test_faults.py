@@ -275,3 +275,20 @@ def test_a_step_stopped_before_saving_says_it_kept_no_draws(tmp_path):
     assert "kept no draws" in message and "partial outputs" not in message
     (tmp_path / "sample" / "checkpoints" / "chain-0.pkl").write_bytes(b"draws")
     assert f"its partial outputs are in {tmp_path / 'sample'}" in _stop_message({"name": "sample"}, tmp_path)
+
+
+def test_an_interrupted_sample_file_is_a_warmup_source(tmp_path, mvn_program, mvn_data_file, capsys):
+    out = tmp_path / "fit.nc"
+    command = [*CLI, "sample", "mvn_mean", "--data", str(mvn_data_file), "--method", "mh", "--chains", "2",
+               "--warmup", "100", "--draws", "2000000", "-q", "-o", str(out)]  # fmt: skip
+    code, output = _interrupt(command, "draws", delay=1.0)
+    assert code == 130 and out.is_file(), output
+    state = WarmupState.from_netcdf(out)  # the warm-up's adaptation and each chain's last draw
+    last = az.from_netcdf(str(out)).unconstrained_posterior["theta_unc"].values[:, -1, :]
+    np.testing.assert_array_equal(state.positions, last)
+    assert state.step_size.shape == (2,) and np.all(state.step_size > 0) and state.metric == "diag"
+    for again in (["sample", "--method", "hmc"], ["nuts"]):
+        argv = [again[0], "mvn_mean", "--data", str(mvn_data_file), *again[1:], "--warmup-from", str(out)]
+        assert main([*argv, "--draws", "50", "-q", "-o", str(tmp_path / "again.nc")]) == 0, (
+            capsys.readouterr().err
+        )

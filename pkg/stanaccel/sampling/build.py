@@ -59,6 +59,9 @@ class Tuning:
     whitened : bool
         The prior is N(0, I) in these coordinates (the PDE posterior): pCN's
         reference is that prior unless the user sets ``prior_sd``.
+    adaptation : WarmupState, optional
+        The NUTS warm-up's per-chain step sizes and inverse metrics, saved
+        with a ``sample`` result so that its file can be a later warm-up source.
     """
 
     step_size: float | None
@@ -68,6 +71,7 @@ class Tuning:
     seconds: float
     laplace: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
     whitened: bool = False
+    adaptation: Any = None
 
     @property
     def covariance(self) -> np.ndarray:

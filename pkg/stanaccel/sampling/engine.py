@@ -115,6 +115,9 @@ class SampleResult(Result):
     seed: int
     charged_seconds: dict[str, float] = field(default_factory=dict)
     reports: dict[str, Any] = field(default_factory=dict)
+    adaptation: WarmupState | None = None
+    """The NUTS warm-up's adaptation (a method other than NUTS): saved in the file's ``adaptation``
+    group with each chain's last draw, so that ``--warmup-from`` can continue from the file."""
 
     @property
     def method(self) -> str:
@@ -172,6 +175,9 @@ class SampleResult(Result):
 
     def inference_groups(self) -> dict[str, Any]:
         groups = self.run.inference_groups()
+        if self.adaptation is not None and not isinstance(self.run, NutsFit):
+            groups["adaptation"] = self._adaptation_group()
+            groups["attrs"] = {**groups.get("attrs", {}), "metric": self.adaptation.metric, "adapted": True}
         groups["attrs"] = {
             **groups.get("attrs", {}),
             "method": self.method,
@@ -186,6 +192,18 @@ class SampleResult(Result):
             "wall_seconds": self.wall_seconds,
         }
         return groups
+
+    def _adaptation_group(self) -> dict[str, np.ndarray]:
+        """Per chain: the warm-up's step size and inverse metric (of the warm-up chain it started
+        from) and the chain's last draw (its start point where it has none)."""
+        state, positions = self.adaptation, np.asarray(self.run.positions)
+        source = np.arange(len(positions)) % len(state.step_size)
+        last = positions[:, -1, :] if positions.shape[1] else np.asarray(state.positions)[source]
+        return {
+            "step_size": np.asarray(state.step_size)[source],
+            "inv_metric": np.asarray(state.inv_metric)[source],
+            "last_position": last,
+        }
 
     def _metrics_arguments(self) -> dict[str, Any]:
         return {
@@ -333,9 +351,11 @@ def sample(
         config = config.replace(chains=len(tuning.starts))  # one chain per warm-up chain
     if "beta" in config.needs:
         check_beta_used(model, data, tuning.starts[0])
-    return _run_tuned(
+    result = _run_tuned(
         config, model, data, tuning, seed, seeds, charged, say, progress, checkpoint, executor, tune
     )
+    result.adaptation = tuning.adaptation  # its file can be a later run's warm-up source
+    return result
 
 
 def _run_tuned(config, model, data, tuning, seed, seeds, charged, say, progress, checkpoint, executor, tune):
@@ -622,7 +642,12 @@ def warm_up(model, config, seeds, warmup_from, progress, say, charged, checkpoin
     metric = np.mean(state.inv_metric, axis=0)
     flat = None if draws is None else draws.reshape(-1, model.dim)
     return Tuning(
-        float(np.median(state.step_size)), metric, np.asarray(state.positions), flat, sum(charged.values())
+        float(np.median(state.step_size)),
+        metric,
+        np.asarray(state.positions),
+        flat,
+        sum(charged.values()),
+        adaptation=state,
     )
 
 

@@ -105,7 +105,10 @@ class WarmupState:
 
     @classmethod
     def from_netcdf(cls, path: str | Path) -> WarmupState:
-        """The warm-up saved in a NUTS run's netCDF file (``stanaccel nuts --output``).
+        """The warm-up saved in a netCDF file of ``stanaccel nuts`` or ``stanaccel sample``.
+
+        A ``sample`` file holds the NUTS warm-up it was tuned from (step size
+        and inverse metric per chain) and each chain's last draw.
 
         Reads the ``adaptation`` group (step size, inverse metric and last
         unconstrained point of each chain) and the metric type.
@@ -127,12 +130,16 @@ class WarmupState:
         try:
             adaptation = xr.load_dataset(path, group="adaptation")
         except (OSError, ValueError) as exc:
-            raise ValueError(f"{path} holds no NUTS adaptation (no 'adaptation' group): {exc}") from exc
+            raise ValueError(
+                f"{path} holds no NUTS adaptation (no 'adaptation' group), so it cannot be a warm-up source: "
+                "use a netCDF file written by stanaccel nuts or stanaccel sample (a sample file of an older "
+                "stanaccel has none), or CmdStan CSV files"
+            ) from exc
         missing = {"step_size", "inv_metric", "last_position"} - set(adaptation.data_vars)
         if missing or "metric" not in adaptation.attrs:
             raise ValueError(
                 f"{path} holds no complete NUTS adaptation (missing {sorted(missing) or ['metric']}); "
-                "was it written by stanaccel nuts?"
+                "was it written by stanaccel nuts or stanaccel sample?"
             )
         if not int(adaptation.attrs.get("adapted", 0)):
             raise ValueError(
