@@ -307,11 +307,20 @@ def sample(
 
     Raises
     ------
+    TypeError
+        ``settings`` is not a dict.
     ConfigError
-        A setting is unknown, of the wrong kind or out of range.
+        A setting is unknown, of the wrong kind or out of range (NaN,
+        infinite, above 1e6); a subset's ``m`` or ``latent_dim`` too large;
+        ``h-pcn`` on a Stan program.
     ProgramConventionError
         The method needs something the program lacks (``beta``, observations,
-        an approximation with the same parameters).
+        an approximation with the same parameters), or Stan refuses a subset
+        of the observations (a field left out, a ``beta`` bounded below N/m).
+    ValueError
+        A negative seed, a malformed data file, NaN or infinity in the data
+        that the program cannot use, a Dask scheduler that does not answer.
+        All of these are raised before the warm-up.
     KeyboardInterrupt
         Ctrl-C during the warm-up (there are no draws to keep yet); during
         sampling the result keeps the draws made so far (``interrupted``).
