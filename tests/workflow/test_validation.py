@@ -49,11 +49,11 @@ BAD = {
     ),
     "workflow seed not an integer": (
         HEAD.replace("seed = 4", 'seed = "abc"'),
-        ["[workflow] seed = 'abc': expected an integer"],
+        ["[workflow] seed = 'abc': expected a non-negative integer below 2**63"],
     ),
     "step seed not an integer": (
         HEAD + GENERATE + 'seed = "abc"\n',
-        [STEP + "(action generate): seed = 'abc': expected an integer"],
+        [STEP + "(action generate): seed = 'abc': expected a non-negative integer below 2**63"],
     ),
     "chains not an integer": (
         HEAD + NUTS + 'data = "data.json"\nchains = "four"\n',

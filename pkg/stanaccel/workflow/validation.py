@@ -16,7 +16,7 @@ signature. A problem is a ``ValueError`` naming the file, the step, the key
 and what was expected, for example::
 
     workflows/x.toml: step 'nuts' (action nuts): unknown key 'chians'; allowed: ...; did you mean 'chains'?
-    workflows/x.toml: [workflow] seed = 'abc': expected an integer
+    workflows/x.toml: [workflow] seed = 'abc': expected a non-negative integer below 2**63
 """
 
 from __future__ import annotations
