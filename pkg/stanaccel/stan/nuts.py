@@ -328,7 +328,9 @@ def sample_nuts(
         sampling then runs in chunks, each seeded from ``(seed, chain,
         chunk)``, so its draws differ from an unchunked run's with the same
         seed (the warm-up's do not); see :mod:`stanaccel.stan.chunks`.
-        ``chain_seconds`` count every segment, ``wall_seconds`` this call.
+        ``chain_seconds`` and ``wall_seconds`` count every segment: the parts
+        taken from checkpoints are charged the seconds they took when they ran
+        (the longest chain's, as the chains run in parallel).
     checkpoint_draws : int
         Kept draws per chunk: what a kill can lose of each chain's sampling.
     **settings
@@ -376,6 +378,8 @@ def sample_nuts(
         thread.start()
     interrupted = _wait(runs, threads, config, progress)
     wall = time.perf_counter() - start
+    if checkpoint is not None:
+        wall += max(run.seconds_before for run in runs)
     results = [run.result() for run in runs]
     errors = [(c, r) for c, r in enumerate(results) if r["error"]]
     if errors:

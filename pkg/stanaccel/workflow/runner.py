@@ -84,7 +84,8 @@ def run_workflow(
     sets its own). A step already completed in ``output`` with the same key
     (its settings, seed, inputs and the stanaccel version; see
     :mod:`stanaccel.workflow.cache`) is loaded instead of run, unless
-    ``cache`` is False (default: the file's ``cache``, true). An executor
+    ``cache`` is False (default: the file's ``cache``, true): then every step
+    runs from nothing, its checkpoints discarded too. An executor
     named by text (here or in the file) is started before the first step and
     closed after the last; an Executor passed in is the caller's to close.
     The results do not depend on the executor.
@@ -151,7 +152,7 @@ def _run_steps(workflow: Workflow, context: RunContext, use_cache: bool) -> RunC
             continue
         print(f"[{workflow.name}] step {step['name']} ({step['action']}), seed {seed}", flush=True)
         if step["action"] not in step_cache.UNCACHED_ACTIONS:
-            step_cache.start(folder, key)
+            step_cache.start(folder, key, fresh=not use_cache)
         watch = InterruptWatch()
         try:
             with watch.watching():
