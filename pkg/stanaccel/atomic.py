@@ -4,6 +4,12 @@ Checkpoints are rewritten while a run goes on; a write cut short by a kill
 must never leave a half file where a whole one was. Each write goes to a
 temporary file beside the target, is flushed to disk, and replaces the
 target with ``os.replace`` (atomic on one file system).
+
+A checkpoint must also be whole when it is read back: a disk error or a
+stray write can damage it after it was written. :func:`write_checked_pickle`
+records the file's size and SHA-256 in a manifest beside it, written last
+(as the compile cache does, :mod:`stanaccel.stan.cache`), and
+:func:`read_checked_pickle` refuses a file that does not match it.
 """
 
 from __future__ import annotations
@@ -38,3 +44,33 @@ def read_pickle(path: Path) -> Any:
             return pickle.load(file)
     except (OSError, pickle.UnpicklingError, EOFError, AttributeError, ImportError, ValueError) as error:
         raise ValueError(f"{path} cannot be read ({error})") from error
+
+
+def write_checked_pickle(path: Path, value: Any) -> None:
+    """Pickle ``value`` to ``path`` atomically, then its manifest (size, SHA-256) beside it.
+
+    A kill between the two leaves a file that does not match its manifest,
+    which :func:`read_checked_pickle` refuses.
+    """
+    from stanaccel.stan.cache import write_manifest
+
+    write_pickle(path, value)
+    write_manifest(Path(path), Path(path), {})
+
+
+def read_checked_pickle(path: Path) -> Any:
+    """What ``path`` holds, if it matches its manifest; else ``ValueError`` naming the file and why."""
+    from stanaccel.stan.cache import damage
+
+    problem = damage(Path(path))
+    if problem is not None:
+        raise ValueError(f"{path} is damaged ({problem})")
+    return read_pickle(path)
+
+
+def remove_checked(path: Path) -> None:
+    """Remove a file written by :func:`write_checked_pickle` and its manifest, if present."""
+    from stanaccel.stan.cache import manifest_path
+
+    for file in (Path(path), manifest_path(Path(path))):
+        file.unlink(missing_ok=True)

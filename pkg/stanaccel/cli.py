@@ -11,7 +11,8 @@
 - ``stanaccel compile PROGRAM``: compile (or find in the cache) a program.
 
 Exit status: 0 on success, 2 for bad input (the message names it), 130 when
-interrupted (Ctrl-C), after writing what was drawn.
+interrupted (Ctrl-C), after writing what was drawn; 1 when the output could
+not be written whole (draws in a fallback file, a report missing a step's outputs).
 """
 
 from __future__ import annotations
@@ -218,11 +219,14 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _report(args: argparse.Namespace) -> int:
-    from stanaccel.diagnostics.report import write_report
+    from stanaccel.diagnostics.report import missing_outputs, write_report
 
     path = write_report(args.output_dir, args.output)
-    print(f"wrote {path}")
-    return 0
+    missing = missing_outputs(args.output_dir)
+    for line in missing.values():
+        print(f"stanaccel report: warning: {line}", file=sys.stderr)
+    print(f"wrote {path}" + (f" without {len(missing)} step(s) whose outputs are missing" if missing else ""))
+    return 1 if missing else 0
 
 
 def _compile(args: argparse.Namespace) -> int:

@@ -183,5 +183,6 @@ def test_report_command_writes_where_asked_and_names_a_folder_without_run_json(r
     for folder in ("pt", "ae"):  # one sampler is enough to check the command
         shutil.rmtree(tmp_path / "out" / folder)
     target = tmp_path / "elsewhere" / "page.html"
-    assert main(["report", str(tmp_path / "out"), "-o", str(target)]) == 0
+    assert main(["report", str(tmp_path / "out"), "-o", str(target)]) == 1  # steps left out: said
+    assert "step 'pt' is left out" in capsys.readouterr().err
     assert "step-nuts" in target.read_text()

@@ -112,8 +112,47 @@ def test_a_checkpoint_of_another_run_is_not_resumed(tmp_path):
         other = run_chains(mh_factory, STARTS, 80, seed=3, checkpoint=tmp_path)
     np.testing.assert_array_equal(other.positions, run_chains(mh_factory, STARTS, 80, seed=3).positions)
     (tmp_path / "chain-0.pkl").write_bytes(b"not a pickle")
-    with pytest.warns(CheckpointWarning, match="cannot be read"):
+    with pytest.warns(CheckpointWarning, match="chain-0.pkl is damaged"):
         run_chains(mh_factory, STARTS, 80, seed=3, checkpoint=tmp_path)
+
+
+def test_a_damaged_checkpoint_is_discarded_and_its_chain_recomputed(tmp_path):
+    whole = run_chains(hmc_factory, STARTS, 300, seed=3, checkpoint=tmp_path)
+    zero_bytes_of(tmp_path / "chain-1.pkl", whole.positions[1])  # it still unpickles, to zero draws
+    with pytest.warns(CheckpointWarning, match="chain 1: not resuming: .*chain-1.pkl is damaged"):
+        again = run_chains(hmc_factory, STARTS, 300, seed=3, checkpoint=tmp_path)
+    assert again.resumed_draws.tolist() == [300, 0]
+    assert_same_run(again, whole)
+
+
+def test_a_resumed_run_is_charged_the_seconds_its_checkpointed_draws_took(tmp_path):
+    from stanaccel.kernels import checkpoint as checkpoints
+
+    run_chains(hmc_factory, STARTS, 300, seed=3, checkpoint=tmp_path)
+    again = run_chains(hmc_factory, STARTS, 300, seed=3, checkpoint=tmp_path)  # every draw read back
+    stored = [
+        checkpoints.load(tmp_path, c, _fingerprint(300), hmc_factory(c)).seconds for c in range(len(STARTS))
+    ]
+    assert min(stored) > 0
+    assert again.wall_seconds >= max(stored)  # not the instant the reading took
+    assert np.all(again.chain_seconds >= stored)
+
+
+def zero_bytes_of(path, array, size=4096):
+    """Zero up to ``size`` bytes of ``path`` where ``array``'s bytes are, as a disk error might."""
+    payload = bytearray(path.read_bytes())
+    start = payload.find(np.ascontiguousarray(array).tobytes()[:256])
+    assert start > 0
+    payload[start : start + size] = bytes(min(size, len(payload) - start))
+    path.write_bytes(bytes(payload))
+
+
+def _fingerprint(n_draws):
+    from stanaccel.kernels.checkpoint import fingerprint
+
+    return fingerprint(
+        chains=len(STARTS), n_draws=n_draws, thin=1, dim=DIM, seed=3, kernel="HMC", starts=STARTS
+    )
 
 
 KILLED_RUN = """

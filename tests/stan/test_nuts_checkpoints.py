@@ -1,12 +1,16 @@
 """Checkpointed NUTS: chunks resume to the same draws, keep the warm-up, and still sample exactly."""
 
+import shutil
+
 import numpy as np
 import pytest
 
+from stanaccel.atomic import read_pickle
 from stanaccel.datasets.mvn_mean import exact_posterior
 from stanaccel.diagnostics import mcse_z_scores, to_inference_data
 from stanaccel.stan.chunks import NutsCheckpointWarning
 from stanaccel.stan.nuts import sample_nuts
+from tests.kernels.test_checkpoints import zero_bytes_of
 
 SETTINGS = {"chains": 2, "warmup": 300, "draws": 1000, "seed": 4, "progress": False}
 
@@ -46,11 +50,12 @@ def test_the_warmup_is_an_unchunked_runs(whole, mvn_model):
 def test_a_killed_run_resumes_to_the_same_draws(whole, mvn_model, tmp_path, kept):
     """A kill leaves each chain's warm-up and its first chunks: simulate it by keeping only those files."""
     fit, folder = whole
-    for path in folder.iterdir():
+    for path in folder.glob("*.pkl"):
         chain, part = path.stem.removeprefix("nuts-chain-").split("-")
         lost = part != "warmup" and int(part) >= kept[int(chain)] if kept != "warmup-lost" else chain == "1"
         if not lost:
-            (tmp_path / path.name).write_bytes(path.read_bytes())
+            for file in (path, path.with_name(path.name + ".json")):  # the checkpoint and its manifest
+                (tmp_path / file.name).write_bytes(file.read_bytes())
     resumed = sample_nuts(mvn_model, checkpoint=tmp_path, checkpoint_draws=150, **SETTINGS)
     assert_same_fit(resumed, fit)
     assert len(list(tmp_path.iterdir())) == len(list(folder.iterdir()))
@@ -74,3 +79,22 @@ def test_a_run_from_an_earlier_warmup_resumes_too(whole, mvn_model, tmp_path):
     again = sample_nuts(mvn_model, warmup_from=state, draws=400, seed=2, progress=False, checkpoint=tmp_path)
     assert_same_fit(again, first)
     assert first.draws_constrained.shape == (2, 400, 3)
+
+
+def test_a_damaged_chunk_is_discarded_and_run_again(whole, mvn_model, tmp_path):
+    fit, folder = whole
+    shutil.copytree(folder, tmp_path, dirs_exist_ok=True)
+    path = tmp_path / "nuts-chain-0-2.pkl"
+    rows = read_pickle(path)["piece"]["sample_rows"]
+    zero_bytes_of(path, rows)  # it still unpickles, to zero draws
+    with pytest.warns(NutsCheckpointWarning, match="chain 0: not resuming: .*nuts-chain-0-2.pkl is damaged"):
+        resumed = sample_nuts(mvn_model, checkpoint=tmp_path, checkpoint_draws=150, **SETTINGS)
+    assert_same_fit(resumed, fit)
+
+
+def test_a_resumed_run_is_charged_the_seconds_its_checkpointed_parts_took(whole, mvn_model, tmp_path):
+    fit, folder = whole
+    shutil.copytree(folder, tmp_path, dirs_exist_ok=True)
+    resumed = sample_nuts(mvn_model, checkpoint=tmp_path, checkpoint_draws=150, **SETTINGS)  # all read back
+    np.testing.assert_array_equal(resumed.chain_seconds, fit.chain_seconds)
+    assert resumed.wall_seconds >= resumed.chain_seconds.max() > 0  # not the instant the reading took

@@ -225,7 +225,7 @@ def test_a_killed_workflow_resumes_its_sample_step_to_the_same_draws(tmp_path, m
     )
     checkpoints = killed / "sample" / "checkpoints" / "chains"
     deadline = time.monotonic() + 120
-    while len(list(checkpoints.glob("chain-*.pkl"))) < 2 and process.poll() is None:
+    while len(list(checkpoints.glob("chain-*.pkl.json"))) < 2 and process.poll() is None:
         assert time.monotonic() < deadline, "no checkpoint written"
         time.sleep(0.05)
     process.send_signal(signal.SIGKILL)

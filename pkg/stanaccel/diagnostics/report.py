@@ -63,8 +63,9 @@ def write_report(output_dir: str | Path, path: str | Path | None = None) -> Path
         raise FileNotFoundError(f"output folder not found: {output_dir}")
     if not run_file.is_file():
         raise FileNotFoundError(f"{output_dir} holds no run.json; give the output folder of `stanaccel run`")
-    run = json.loads(run_file.read_text())
+    run = _read_run(run_file)
     steps = [s for s in run.get("steps", []) if s.get("action") != "report"]
+    missing = missing_outputs(output_dir, run)
     samplers = [
         _load_sampler(output_dir / s["name"], s) for s in steps if _is_sampler(output_dir / s["name"])
     ]
@@ -75,13 +76,16 @@ def write_report(output_dir: str | Path, path: str | Path | None = None) -> Path
     studies = [
         _load_study(output_dir / s["name"], s)
         for s in steps
-        if s.get("action") != "generate" and not _is_sampler(output_dir / s["name"])
+        if s.get("action") != "generate"
+        and not _is_sampler(output_dir / s["name"])
+        and s["name"] not in missing
     ]
     html = _render(
         {
             "run": run,
             "output_dir": str(output_dir),
             "steps": steps,
+            "missing": list(missing.values()),
             "samplers": samplers,
             "nuts": nuts,
             "overview": _overview(samplers, nuts),
@@ -95,6 +99,48 @@ def write_report(output_dir: str | Path, path: str | Path | None = None) -> Path
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(html, encoding="utf-8")
     return path
+
+
+SAMPLER_ACTIONS = ("nuts", "sample")
+SAMPLER_FILES = ("posterior.nc", "metrics.json")
+
+
+def _read_run(run_file: Path) -> dict[str, Any]:
+    """``run.json`` of an output folder; a ValueError naming the file where it is not a run's record."""
+    try:
+        run = json.loads(run_file.read_text())
+    except (UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise ValueError(
+            f"{run_file} is not valid JSON ({error}); run the workflow again to rewrite it"
+        ) from None
+    if not isinstance(run, dict) or not isinstance(run.get("steps", []), list):
+        raise ValueError(f"{run_file} is not the record of a stanaccel run (expected a table with 'steps')")
+    return run
+
+
+def missing_outputs(output_dir: str | Path, run: dict[str, Any] | None = None) -> dict[str, str]:
+    """Sampler steps that ``run.json`` records as done but whose outputs are gone, each with a sentence.
+
+    The report leaves such a step out and says so; ``stanaccel run`` on the
+    workflow writes its outputs again.
+    """
+    output_dir = Path(output_dir)
+    run = run if run is not None else _read_run(output_dir / "run.json")
+    missing = {}
+    for step in run.get("steps", []):
+        if step.get("status") != "done" or step.get("action") not in SAMPLER_ACTIONS:
+            continue
+        gone = [
+            output_dir / step["name"] / f
+            for f in SAMPLER_FILES
+            if not (output_dir / step["name"] / f).is_file()
+        ]
+        if gone:
+            missing[step["name"]] = (
+                f"step {step['name']!r} is left out: {', '.join(map(str, gone))} "
+                f"{'is' if len(gone) == 1 else 'are'} missing (rerun the workflow to write it again)"
+            )
+    return missing
 
 
 def _is_sampler(folder: Path) -> bool:

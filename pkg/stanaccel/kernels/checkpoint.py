@@ -9,7 +9,9 @@ per-draw statistics, counters); a :class:`ChainCheckpoint` holds all of it.
 
 Each chain has one file, ``chain-<c>.pkl`` in the checkpoint folder, written
 atomically (a temporary file, then ``os.replace``), so a kill while writing
-leaves the previous checkpoint whole. The file is a pickle (``State.extra``
+leaves the previous checkpoint whole, with its size and SHA-256 in a manifest
+beside it (``chain-<c>.pkl.json``, written last); a checkpoint that does not
+match its manifest is damaged and not resumed from. The file is a pickle (``State.extra``
 holds nested states and arrays of any kind): load checkpoints only from
 folders you wrote.
 
@@ -32,7 +34,7 @@ from typing import Any
 
 import numpy as np
 
-from stanaccel.atomic import read_pickle, write_pickle
+from stanaccel.atomic import read_checked_pickle, write_checked_pickle
 from stanaccel.kernels.state import STATISTICS, State
 
 FORMAT = 1
@@ -65,7 +67,8 @@ class ChainCheckpoint:
     evaluations : int
         Density evaluations of the segments run so far.
     seconds : float
-        The chain's wall time over the segments run so far.
+        The chain's wall time over the segments run so far: what a resumed
+        run is charged for the draws it takes from the checkpoint.
     """
 
     fingerprint: dict[str, Any]
@@ -157,20 +160,21 @@ def save(folder: Path, chain: int, checkpoint: ChainCheckpoint, kernel) -> None:
     """Write ``checkpoint`` of ``chain`` atomically, its statistics keys made portable."""
     portable = {key: f"#{i}" for i, key in enumerate(record_keys(kernel))}
     checkpoint = replace(checkpoint, state=_rekeyed(checkpoint.state, portable))
-    write_pickle(chain_path(folder, chain), checkpoint)
+    write_checked_pickle(chain_path(folder, chain), checkpoint)
 
 
 def load(folder: Path, chain: int, expected: dict[str, Any], kernel) -> ChainCheckpoint | str | None:
     """The checkpoint of ``chain`` in ``folder`` if it belongs to the run ``expected``.
 
     Returns None where there is none, and a sentence saying why where the
-    file is of another run or unreadable (the caller starts that chain afresh).
+    file is of another run, unreadable, or damaged (it does not match its
+    manifest); the caller starts that chain afresh.
     """
     path = chain_path(folder, chain)
     if not path.is_file():
         return None
     try:
-        checkpoint = read_pickle(path)
+        checkpoint = read_checked_pickle(path)
     except ValueError as error:
         return str(error)
     if not isinstance(checkpoint, ChainCheckpoint) or checkpoint.format != FORMAT:

@@ -199,9 +199,11 @@ def run_chains(
         chains, draws, thin, dimension, seed, kernel name and start points),
         each chain continues from its own, to the same draws as a run never
         stopped; a checkpoint of another run is ignored with a
-        :class:`CheckpointWarning` and overwritten. A resumed run's
-        ``evaluations`` and ``chain_seconds`` count every segment;
-        ``wall_seconds`` counts this call only.
+        :class:`CheckpointWarning` and overwritten, as is a damaged one (it
+        does not match its manifest). A resumed run's ``evaluations``,
+        ``chain_seconds`` and ``wall_seconds`` count every segment: the
+        draws taken from a checkpoint are charged the seconds they took when
+        made (chains in parallel: the longest chain's; in turn: their sum).
     checkpoint_seconds : float, optional
         Seconds between a chain's checkpoints (default ``$STANACCEL_CHECKPOINT_SECONDS``,
         else :data:`CHECKPOINT_SECONDS`); a chain whose checkpoint takes
@@ -225,7 +227,7 @@ def run_chains(
     FailingDensityWarning
         Once per chain, when ``FAILURES_BEFORE_WARNING`` steps in a row fail.
     CheckpointWarning
-        A checkpoint in ``checkpoint`` is of another run or unreadable; that chain starts afresh.
+        A checkpoint in ``checkpoint`` is of another run, unreadable or damaged; that chain starts afresh.
 
     Notes
     -----
@@ -379,7 +381,8 @@ def run_chains(
             t.join()
     finally:
         bars.close()
-    wall = time.perf_counter() - start
+    earlier = [r.seconds if r is not None else 0.0 for r in resumes]
+    wall = time.perf_counter() - start + (max(earlier) if factory else sum(earlier))
     failed = [e for e in errors if e is not None]
     if failed:
         raise failed[0]

@@ -100,7 +100,8 @@ class SampleResult(Result):
         The program's name.
     seed : int
     charged_seconds : dict
-        Time spent before sampling and charged to it: "warmup", "pilot", "training", "tuning".
+        Time spent before sampling and charged to it: "warmup" (or "warmup (borrowed)": an
+        earlier run's, by ``warmup_from``), "pilot", "training", "tuning".
     reports : dict
         Method-specific records: "approximations" (cost and spread), "autoencoder"
         (training and reconstruction), "summaries" (each chain's kernel summary),
@@ -567,6 +568,7 @@ def _part(checkpoint: str | Path | None, part: str) -> Path | None:
 
 def _nuts(config, model, name, seed, seeds, warmup_from, progress, say, checkpoint=None) -> SampleResult:
     resolved, sources = config.resolve({})
+    charged: dict[str, float] = {}
     settings = {
         "draws": resolved.draws,
         "seed": seeds["nuts"],
@@ -578,13 +580,29 @@ def _nuts(config, model, name, seed, seeds, warmup_from, progress, say, checkpoi
         say(f"Stan NUTS on {name}: {resolved.chains} chains x ({resolved.warmup} warm-up + {resolved.draws})")
     else:
         warmup_from = read_warmup(warmup_from, model)
+        charge_borrowed(warmup_from, charged, say)
         if "chains" in config.user_keys():
             settings["chains"] = resolved.chains
         say(f"Stan NUTS on {name}: {resolved.draws} draws per chain from an earlier warm-up")
     fit = sample_nuts(
         model, warmup_from=warmup_from, progress=progress, checkpoint=_part(checkpoint, "nuts"), **settings
     )
-    return SampleResult(resolved, sources, fit, name, seed)
+    return SampleResult(resolved, sources, fit, name, seed, charged)
+
+
+BORROWED = "warmup (borrowed)"
+"""The ``charged_seconds`` entry of a warm-up taken from an earlier run (``warmup_from``)."""
+
+
+def charge_borrowed(state: WarmupState, charged: dict[str, float], say) -> None:
+    """Charge a borrowed warm-up's recorded seconds to this run, or say that it records none."""
+    if state.seconds is None:
+        say(
+            "the warm-up borrowed (warmup_from) records no time (CmdStan CSV files, or a netCDF file "
+            "written before stanaccel recorded it), so it is not charged: ESS per second leaves it out"
+        )
+    else:
+        charged[BORROWED] = float(state.seconds)
 
 
 def read_warmup(source: WarmupState | str | Path | list, model: StanModel) -> WarmupState:
@@ -626,6 +644,7 @@ def warm_up(model, config, seeds, warmup_from, progress, say, charged, checkpoin
         draws = fit.warmup_unconstrained[:, first:]
     else:
         state = read_warmup(warmup_from, model)
+        charge_borrowed(state, charged, say)
         if np.shape(state.positions)[-1] != model.dim:
             raise ValueError(
                 f"the warm-up has {np.shape(state.positions)[-1]} unconstrained parameters; {model.name} "

@@ -122,7 +122,7 @@ def _remove(target: Path) -> None:
             path.unlink()
 
 
-def _write_manifest(target: Path, built: Path, info: dict[str, str]) -> None:
+def write_manifest(target: Path, built: Path, info: dict[str, str]) -> None:
     """Record the size and SHA-256 of ``built`` (the artefact to become ``target``)."""
     record = {
         "artefact": target.name,
@@ -165,7 +165,7 @@ def build_once(target: Path, build: Callable[[Path], dict[str, str] | None], wha
         os.close(fd)
         try:
             info = build(Path(tmp)) or {}
-            _write_manifest(target, Path(tmp), info)
+            write_manifest(target, Path(tmp), info)
             os.replace(tmp, target)
         finally:
             if os.path.exists(tmp):

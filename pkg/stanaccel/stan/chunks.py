@@ -25,7 +25,11 @@ Each part of a chain is checkpointed once, when it ends, in its own file
 (``nuts-chain-<c>-warmup.pkl``, ``nuts-chain-<c>-<k>.pkl``), written
 atomically with a fingerprint of the run (settings, dimension, inits, initial
 metrics and step sizes, chunk size), so a write costs one chunk however long
-the run; a checkpoint of another run is ignored.
+the run; a checkpoint of another run is ignored. Each file has a manifest
+beside it (``.pkl.json``: size and SHA-256, written last); a part that does
+not match it is damaged: it is not resumed from (with a warning naming the
+file) and the chain runs again from there. Each part keeps the seconds it
+took, and a resumed run is charged them (:attr:`ChunkedChain.seconds_before`).
 """
 
 from __future__ import annotations
@@ -38,7 +42,7 @@ from typing import Any
 
 import numpy as np
 
-from stanaccel.atomic import read_pickle, write_pickle
+from stanaccel.atomic import read_checked_pickle, write_checked_pickle
 from stanaccel.seeds import spawn_seed
 
 CHUNK_DRAWS = 100
@@ -48,7 +52,7 @@ FORMAT = 1
 
 
 class NutsCheckpointWarning(UserWarning):
-    """A NUTS checkpoint was found but not resumed from (another run's, or unreadable)."""
+    """A NUTS checkpoint was found but not resumed from (another run's, unreadable, or damaged)."""
 
 
 def fingerprint(config, dim: int, inits: list[str], metrics: np.ndarray, step_sizes, chunk: int) -> dict:
@@ -81,6 +85,7 @@ class ChunkedChain:
         self.pieces: list[dict] = []
         self.saved = self._load()
         self.done_before = self._iterations_saved()
+        self.seconds_before = self._seconds_saved()
 
     def path(self, part: str) -> Path:
         """The checkpoint file of one part of the chain ("warmup", or a chunk's number)."""
@@ -92,7 +97,7 @@ class ChunkedChain:
         if not path.is_file():
             return None
         try:
-            saved = read_pickle(path)
+            saved = read_checked_pickle(path)
         except ValueError as error:
             reason = str(error)
         else:
@@ -123,6 +128,11 @@ class ChunkedChain:
         warm = self.config.warmup if self.saved["warmup"] is not None else 0
         return warm + sum(piece["iterations"] for piece in self.saved["chunks"])
 
+    def _seconds_saved(self) -> float:
+        """The seconds the checkpointed parts took when they ran (what resuming from them is charged)."""
+        parts = ([self.saved["warmup"]] if self.saved["warmup"] is not None else []) + self.saved["chunks"]
+        return float(sum(piece["seconds"] for piece in parts))
+
     def iterations(self) -> int:
         """Iterations done, the resumed ones included (for the progress bars)."""
         current = self.current
@@ -149,7 +159,9 @@ class ChunkedChain:
         return _piece(run.result(), run.iterations())
 
     def _save(self, part: str, piece: dict) -> None:
-        write_pickle(self.path(part), {"format": FORMAT, "fingerprint": self.fingerprint, "piece": piece})
+        write_checked_pickle(
+            self.path(part), {"format": FORMAT, "fingerprint": self.fingerprint, "piece": piece}
+        )
 
     def run(self) -> None:
         """The warm-up (unless checkpointed), then every chunk not yet checkpointed."""

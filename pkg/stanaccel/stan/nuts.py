@@ -96,12 +96,17 @@ class WarmupState:
         "diag" or "dense".
     positions : ndarray (chains, dim)
         The last unconstrained point of each chain.
+    seconds : float or None
+        The warm-up's wall time, where it was recorded (a stanaccel NUTS run,
+        ``NutsFit.warmup_seconds``); None where not (CmdStan CSV files, older
+        netCDF files). A run that borrows the warm-up is charged it.
     """
 
     step_size: np.ndarray
     inv_metric: np.ndarray
     metric: str
     positions: np.ndarray
+    seconds: float | None = None
 
     @classmethod
     def from_netcdf(cls, path: str | Path) -> WarmupState:
@@ -151,6 +156,9 @@ class WarmupState:
             inv_metric=adaptation["inv_metric"].values.astype(float),
             metric=str(adaptation.attrs["metric"]),
             positions=adaptation["last_position"].values.astype(float),
+            seconds=float(adaptation.attrs["warmup_seconds"])
+            if "warmup_seconds" in adaptation.attrs
+            else None,
         )
 
 
@@ -220,6 +228,12 @@ class NutsFit(Result):
         """Leapfrog steps (one gradient each) over warm-up and sampling, all chains."""
         return int(self.sample_stats["n_steps"].sum() + self.warmup_sample_stats["n_steps"].sum())
 
+    @property
+    def warmup_seconds(self) -> float:
+        """The warm-up's share of ``wall_seconds``, by its share of the gradient evaluations."""
+        warm = int(self.warmup_sample_stats["n_steps"].sum()) if "n_steps" in self.warmup_sample_stats else 0
+        return float(self.wall_seconds * warm / max(self.gradient_evaluations, 1))
+
     def draws(self, *, inc_warmup: bool = False, concat_chains: bool = False) -> np.ndarray:
         """Constrained draws, (chains, draws, params) or (chains*draws, params)."""
         out = self.draws_constrained
@@ -262,6 +276,7 @@ class NutsFit(Result):
                 "metric": self.settings.metric,
                 "seed": self.settings.seed,
                 "wall_seconds": self.wall_seconds,
+                "warmup_seconds": self.warmup_seconds,
                 "gradient_evaluations": self.gradient_evaluations,
                 "interrupted": self.interrupted,
                 "adapted": self.adapted,
@@ -279,7 +294,11 @@ class NutsFit(Result):
         if not self.adapted:
             raise ValueError("the warm-up was stopped before adaptation finished; there is no adaptation")
         return WarmupState(
-            self.step_size.copy(), self.inv_metric.copy(), self.settings.metric, self.last_unconstrained()
+            self.step_size.copy(),
+            self.inv_metric.copy(),
+            self.settings.metric,
+            self.last_unconstrained(),
+            self.warmup_seconds,
         )
 
     def last_unconstrained(self) -> np.ndarray:
@@ -335,7 +354,9 @@ def sample_nuts(
         sampling then runs in chunks, each seeded from ``(seed, chain,
         chunk)``, so its draws differ from an unchunked run's with the same
         seed (the warm-up's do not); see :mod:`stanaccel.stan.chunks`.
-        ``chain_seconds`` count every segment, ``wall_seconds`` this call.
+        ``chain_seconds`` and ``wall_seconds`` count every segment: the parts
+        taken from checkpoints are charged the seconds they took when they ran
+        (the longest chain's, as the chains run in parallel).
     checkpoint_draws : int
         Kept draws per chunk: what a kill can lose of each chain's sampling.
     **settings
@@ -383,6 +404,8 @@ def sample_nuts(
         thread.start()
     interrupted = _wait(runs, threads, config, progress)
     wall = time.perf_counter() - start
+    if checkpoint is not None:
+        wall += max(run.seconds_before for run in runs)
     results = [run.result() for run in runs]
     errors = [(c, r) for c, r in enumerate(results) if r["error"]]
     if errors:

@@ -8,13 +8,18 @@ by its text) and the stanaccel version. Arrays, where a step given from
 Python holds them, are hashed with ``joblib.hash``.
 
 The step's folder holds its outputs, ``result.pkl`` (what later steps read)
-and, written last by an atomic rename, ``step.json`` (its key and how long
-it took): the completion marker, as in the compile cache. A rerun loads a
-step whose ``step.json`` has the same key; any other step runs again, and
-every step that reads it gets a new key and runs again too. ``.key`` is
-written when a step starts, so that a step interrupted and rerun with
-unchanged settings keeps its checkpoints (resume); a step whose settings
-changed starts from an empty folder.
+and, written last by an atomic rename, ``step.json`` (its key, how long it
+took, the size and SHA-256 of ``result.pkl`` and the size of each output
+file): the completion marker, as in the compile cache. A rerun loads a step
+whose ``step.json`` has the same key and whose ``result.pkl`` and outputs
+match it; any other step runs again, and every step that reads it gets a new
+key and runs again too. A damaged ``step.json`` or ``result.pkl``, or an
+output file missing or of another size, is said (:class:`StepCacheDamaged`)
+and the step runs again. ``.key`` is written when a step starts, so that a
+step interrupted and rerun with unchanged settings keeps its checkpoints
+(resume, charged the time the checkpointed draws took); a step whose
+settings changed, or a run with the cache off (``--recompute``), starts from
+an empty folder.
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ from typing import Any
 import numpy as np
 
 from stanaccel.atomic import write_bytes
+from stanaccel.stan.cache import file_sha256
 from stanaccel.workflow.context import RunContext
 
 MARKER = "step.json"
@@ -39,6 +45,10 @@ NOT_INPUTS = ("name", "action", "method")
 """Step keys whose values name no step or file (a method or action may share an earlier step's name)."""
 UNCACHED_ACTIONS = frozenset({"report"})
 """Actions always rerun: they read the whole output folder, and cost little."""
+
+
+class StepCacheDamaged(UserWarning):
+    """A completed step's stored result or outputs are damaged or missing: the step runs again."""
 
 
 class StepNotStorable(UserWarning):
@@ -122,27 +132,84 @@ def step_key(step: dict[str, Any], seed: int, context: RunContext, earlier: dict
 
 
 def load(folder: Path, key: str) -> tuple[dict[str, Any], dict[str, Any]] | None:
-    """The stored result of a completed step with this key and its ``step.json`` record, or None."""
+    """The stored result of a completed step with this key and its ``step.json`` record, or None.
+
+    None (with a :class:`StepCacheDamaged` warning naming the file) also where
+    ``step.json`` or ``result.pkl`` is damaged or an output recorded in
+    ``step.json`` is missing or of another size: the step runs again.
+    """
     marker = folder / MARKER
     if not marker.is_file():
         return None
     try:
         record = json.loads(marker.read_text())
-        if record.get("key") != key:
-            return None
+        if not isinstance(record, dict):
+            raise ValueError("not a JSON object")
+    except (OSError, ValueError) as error:
+        return _damaged(folder, f"{marker} is unreadable ({error})")
+    if record.get("key") != key:
+        return None
+    problem = _mismatch(folder, record)
+    if problem is not None:
+        return _damaged(folder, problem)
+    try:
         with open(folder / RESULT, "rb") as handle:
             return pickle.load(handle), record
-    except (OSError, ValueError, pickle.UnpicklingError, EOFError, AttributeError, ImportError):
-        return None
+    except (OSError, ValueError, pickle.UnpicklingError, EOFError, AttributeError, ImportError) as error:
+        return _damaged(folder, f"{folder / RESULT} cannot be read ({error})")
 
 
-def start(folder: Path, key: str) -> None:
+def _mismatch(folder: Path, record: dict[str, Any]) -> str | None:
+    """Why the stored result or an output of a completed step differs from its record, or None."""
+    result = folder / RESULT
+    if not result.is_file():
+        return f"{result} is missing"
+    stored = record.get("result")
+    if not isinstance(stored, dict):
+        return f"{folder / MARKER} records no size and SHA-256 of {RESULT}"
+    if result.stat().st_size != stored.get("size") or file_sha256(result) != stored.get("sha256"):
+        return f"{result} does not match the size and SHA-256 recorded in {MARKER}"
+    outputs = record.get("outputs", {})
+    for name, size in outputs.items() if isinstance(outputs, dict) else ():
+        path = folder / name
+        if not path.is_file():
+            return f"its output {path} is missing"
+        if path.stat().st_size != size:
+            return f"its output {path} has {path.stat().st_size} bytes, not the {size} it was written with"
+    return None
+
+
+def _damaged(folder: Path, reason: str) -> None:
+    """Say why a step's stored result is not used, and drop its completion marker."""
+    warnings.warn(
+        f"step {folder.name!r}: not loaded from its cache: {reason}; running the step again",
+        StepCacheDamaged,
+        stacklevel=3,
+    )
+    (folder / MARKER).unlink(missing_ok=True)
+    return None
+
+
+def _outputs(folder: Path) -> dict[str, int]:
+    """The size of each output file of a step (not its cache files or checkpoints), by relative path."""
+    skip = {MARKER, RESULT, STARTED}
+    return {
+        str(path.relative_to(folder)): path.stat().st_size
+        for path in sorted(folder.rglob("*"))
+        if path.is_file()
+        and path.name not in skip
+        and "checkpoints" not in path.relative_to(folder).parts[:1]
+        and not path.name.startswith(".")
+    }
+
+
+def start(folder: Path, key: str, *, fresh: bool = False) -> None:
     """Prepare the folder of a step about to run: keep it (and its checkpoints) if the
-    last attempt had the same key, else empty it; drop the completion marker."""
+    last attempt had the same key and not ``fresh``, else empty it; drop the completion marker."""
     started = folder / STARTED
     if folder.is_dir() and (started.is_file() or (folder / MARKER).is_file()):
         previous = started.read_text().strip() if started.is_file() else ""
-        if previous != key:
+        if fresh or previous != key:
             shutil.rmtree(folder)
     folder.mkdir(parents=True, exist_ok=True)
     (folder / MARKER).unlink(missing_ok=True)
@@ -161,5 +228,7 @@ def store(folder: Path, key: str, result: dict[str, Any], record: dict[str, Any]
         )
         return False
     write_bytes(folder / RESULT, payload)
-    write_bytes(folder / MARKER, json.dumps({"key": key, **record}, indent=2).encode())
+    stored = {"size": len(payload), "sha256": file_sha256(folder / RESULT)}
+    marker = {"key": key, **record, "result": stored, "outputs": _outputs(folder)}
+    write_bytes(folder / MARKER, json.dumps(marker, indent=2).encode())
     return True

@@ -18,11 +18,13 @@ SCHEMA = Table({"file": STRING})
 
 def report_step(step: dict[str, Any], context: RunContext, seed: int) -> dict[str, Any]:
     """Write the report of the steps so far into the run's output folder."""
-    from stanaccel.diagnostics.report import write_report
+    from stanaccel.diagnostics.report import missing_outputs, write_report
 
     name = step.get("file", "report.html")
     if "/" in name or "\\" in name or not name.endswith(".html"):
         raise ValueError(f"step {step['name']!r}: file = {name!r}: expected a file name ending in .html")
     path = write_report(context.output, context.output / name)
     print(f"  report of {len(context.results)} steps -> {path}", flush=True)
+    for line in missing_outputs(context.output).values():
+        print(f"  warning: {line}", flush=True)
     return {"report": path}

@@ -7,7 +7,10 @@ earlier step's output by that step's name (for example ``data = "data"``).
 Every step gets a seed derived from the workflow seed and its name unless it
 sets ``seed``, so a workflow file reproduces its run exactly. The output
 folder receives a copy of the workflow file, ``run.json`` (versions, seeds,
-timings, and each step's status) and one subfolder per step. Ctrl-C stops
+timings, and each step's status) and one subfolder per step. Before any
+step runs, every Stan program file the steps name is compile-checked (stanc
+only), and the output folder is locked: a second run on the same folder is
+refused, naming the first one's process id. Ctrl-C stops
 the running step, which keeps its partial outputs; the workflow then stops
 with :class:`~stanaccel.workflow.interrupts.WorkflowInterrupted` and
 ``run.json`` names the interrupted step.
@@ -15,10 +18,14 @@ with :class:`~stanaccel.workflow.interrupts.WorkflowInterrupted` and
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
+import os
 import shutil
 import time
 import tomllib
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +37,10 @@ from stanaccel.workflow.context import RunContext, Workflow
 from stanaccel.workflow.interrupts import InterruptWatch, WorkflowInterrupted
 from stanaccel.workflow.provenance import provenance, versions
 from stanaccel.workflow.steps import ACTIONS
+from stanaccel.workflow.validation import check_programs
+
+LOCK = ".stanaccel-run.lock"
+"""The file in an output folder that a run holds locked (it names the run's process id)."""
 
 
 def load_workflow(path: str | Path, *, output: str | Path | None = None) -> Workflow:
@@ -85,7 +96,8 @@ def run_workflow(
     sets its own). A step already completed in ``output`` with the same key
     (its settings, seed, inputs and the stanaccel version; see
     :mod:`stanaccel.workflow.cache`) is loaded instead of run, unless
-    ``cache`` is False (default: the file's ``cache``, true). An executor
+    ``cache`` is False (default: the file's ``cache``, true): then every step
+    runs from nothing, its checkpoints discarded too. An executor
     named by text (here or in the file) is started before the first step and
     closed after the last; an Executor passed in is the caller's to close.
     The results do not depend on the executor.
@@ -101,15 +113,54 @@ def run_workflow(
         executor = workflow.executor
     if isinstance(executor, str):
         check_spec(executor)
+    check_programs(workflow.steps, workflow.source)
     check_writable(workflow.output / "run.json")
-    if workflow.source is not None:
-        shutil.copyfile(workflow.source, workflow.output / "workflow.toml")
-    if isinstance(executor, Executor):
-        context = RunContext(workflow, workflow.output, progress=progress, executor=executor)
-        return _run_steps(workflow, context, use_cache)
-    with executor_from(executor) as made:
-        context = RunContext(workflow, workflow.output, progress=progress, executor=made)
-        return _run_steps(workflow, context, use_cache)
+    with output_lock(workflow.output):
+        if workflow.source is not None:
+            shutil.copyfile(workflow.source, workflow.output / "workflow.toml")
+        if isinstance(executor, Executor):
+            context = RunContext(workflow, workflow.output, progress=progress, executor=executor)
+            return _run_steps(workflow, context, use_cache)
+        with executor_from(executor) as made:
+            context = RunContext(workflow, workflow.output, progress=progress, executor=made)
+            return _run_steps(workflow, context, use_cache)
+
+
+class OutputInUse(OSError):
+    """Another ``stanaccel run`` is writing to the same output folder."""
+
+
+@contextlib.contextmanager
+def output_lock(output: Path) -> Iterator[None]:
+    """Hold an exclusive lock on ``output`` (its file ``.stanaccel-run.lock``) while a run writes there.
+
+    Two runs writing one folder would overwrite each other's checkpoints and
+    netCDF files: the second is refused at once.
+
+    Raises
+    ------
+    OutputInUse
+        Another run holds the lock; the message names the folder and that run's process id.
+    """
+    path = Path(output) / LOCK
+    with open(path, "a+") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            handle.seek(0)
+            other = handle.read().strip() or "unknown"
+            raise OutputInUse(
+                f"output folder {output} is in use by another stanaccel run (pid {other}); wait for it "
+                "to end, or give this run another output folder (--output)"
+            ) from None
+        handle.seek(0)
+        handle.truncate()
+        handle.write(f"{os.getpid()}\n")
+        handle.flush()
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 def _run_steps(workflow: Workflow, context: RunContext, use_cache: bool) -> RunContext:
@@ -150,7 +201,7 @@ def _run_steps(workflow: Workflow, context: RunContext, use_cache: bool) -> RunC
             continue
         print(f"[{workflow.name}] step {step['name']} ({step['action']}), seed {seed}", flush=True)
         if step["action"] not in step_cache.UNCACHED_ACTIONS:
-            step_cache.start(folder, key)
+            step_cache.start(folder, key, fresh=not use_cache)
         watch = InterruptWatch()
         try:
             with watch.watching():

@@ -293,3 +293,57 @@ def generator_options(name: str) -> dict[str, Kind]:
     if name not in GENERATORS:
         return {}
     return keys_of(import_module(f"stanaccel.datasets.{name}").generate, skip=("seed",))
+
+
+PROGRAM_KEYS = ("program", "latent_program")
+"""Keys that name a Stan program, in a step or in a table inside it (an approximation's ``program``)."""
+
+
+def check_programs(steps: list[dict[str, Any]], file: Path | None) -> None:
+    """Compile-check (stanc only, a fraction of a second each) every Stan program file the steps name.
+
+    Bundled programs are not checked (they compile). Runs before any step,
+    so that a syntax error in a late step's program is found before the
+    earlier steps' sampling.
+
+    Raises
+    ------
+    ValueError
+        Naming the workflow file, the step, the key and the program file, with stanc's message.
+    """
+    from stanaccel.sampling.program import Program
+    from stanaccel.stan.compiler import program_info
+    from stanaccel.stan.errors import StanCompileError
+
+    where = Where(file or Path("workflow"))
+    checked: set[Path] = set()
+    for step in steps:
+        for key, value in _program_settings(step):
+            if not (value.endswith(".stan") or "/" in value):
+                continue
+            path = where.file.parent / value if (where.file.parent / value).is_file() else Path(value)
+            if not path.is_file() or path.resolve() in checked:
+                continue
+            try:
+                program = Program.of(path)
+                program_info(program.code, program.label)
+            except StanCompileError as error:
+                raise ValueError(
+                    f"{where.file}: step {step.get('name')!r}: {key} = {value!r} does not compile, "
+                    f"so no step was run:\n{error}"
+                ) from None
+            checked.add(path.resolve())
+
+
+def _program_settings(table: dict[str, Any], prefix: str = "") -> Iterable[tuple[str, str]]:
+    """The (key, text) pairs of ``table`` and the tables and lists inside it that name a program."""
+    for key, value in table.items():
+        name = f"{prefix}{key}"
+        if key in PROGRAM_KEYS and isinstance(value, str):
+            yield name, value
+        elif isinstance(value, dict):
+            yield from _program_settings(value, f"{name}.")
+        elif isinstance(value, list):
+            for index, item in enumerate(value):
+                if isinstance(item, dict):
+                    yield from _program_settings(item, f"{name}[{index}].")
