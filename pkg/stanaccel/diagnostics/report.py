@@ -302,7 +302,11 @@ def _table(name: str, columns: list[str], rows: list[dict], total: int | None = 
         "name": name,
         "columns": columns,
         "rows": [
-            {"cells": [_format(r.get(c, "")) for c in columns], "approximate": _is_false(r.get("exact"))}
+            {
+                "cells": [_format(r.get(c, "")) for c in columns],
+                "approximate": _is_false(r.get("exact")),
+                "unconverged": _is_false(r.get("converged")),
+            }
             for r in rows
         ],
         "bias_columns": [c for c in columns if c in BIAS_COLUMNS],
@@ -314,15 +318,21 @@ def _table(name: str, columns: list[str], rows: list[dict], total: int | None = 
 
 def _study_efficiency_rows(studies: list[dict[str, Any]]) -> dict[str, Any]:
     """Study rows that carry ESS per second (every field of the study's JSON rows), for the summary."""
-    columns = ["size", "sampler", "settings", "exact", "ess_per_second", "ess_per_second_sampling",
-               "vs_nuts", "vs_nuts_sampling", "rhat_max", "z_max"]  # fmt: skip
+    columns = ["size", "sampler", "settings", "exact", "converged", "ess_per_second",
+               "ess_per_second_sampling", "vs_nuts", "vs_nuts_sampling", "rhat_max", "z_max"]  # fmt: skip
     rows = []
     for study in studies:
         for table in study["tables"]:
             for record in table["records"]:
                 if "sampler" in record and "ess_per_second" in record:
                     cells = [study["step"], *(_format(record.get(c)) for c in columns)]
-                    rows.append({"cells": cells, "approximate": _is_false(record.get("exact"))})
+                    rows.append(
+                        {
+                            "cells": cells,
+                            "approximate": _is_false(record.get("exact")),
+                            "unconverged": _is_false(record.get("converged")),
+                        }
+                    )
     return {"columns": ["step", *columns], "rows": rows}
 
 
