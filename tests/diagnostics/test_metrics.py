@@ -124,7 +124,12 @@ def test_method_warnings_name_the_statistic_below_its_threshold():
     assert method_warnings(healthy) == []
     low = method_statistics(
         [
-            {"swap_acceptance": [0.5, 0.05], "round_trips": 0, "tt_acceptance": 0.3},
+            {
+                "swap_acceptance": [0.5, 0.05],
+                "round_trips": 0,
+                "tt_acceptance": 0.3,
+                "inner_acceptance": [0.3, 0.01, 0.2],
+            },
             {
                 "swap_acceptance": [0.4, 0.2],
                 "round_trips": 0,
@@ -136,6 +141,7 @@ def test_method_warnings_name_the_statistic_below_its_threshold():
     )
     reasons = method_warnings(low)
     assert reasons[0].startswith("swap acceptance below 0.1 between levels 1 and 2: 0.05 (worst chain")
-    assert reasons[1].startswith("no round trip between the coldest and hottest level in any chain")
-    assert reasons[2].startswith("trajectory acceptance 0.0007 in chain 1 is below 0.1")
-    assert reasons[3].startswith("mark acceptance 0.01 in chain 0 is below 0.05")
+    assert reasons[1].startswith("inner acceptance below 0.05 at level 1: 0.01 (worst chain)")
+    assert reasons[2].startswith("no round trip between the coldest and hottest level in any chain")
+    assert reasons[3].startswith("trajectory acceptance 0.0007 in chain 1 is below 0.1")
+    assert reasons[4].startswith("mark acceptance 0.01 in chain 0 is below 0.05")

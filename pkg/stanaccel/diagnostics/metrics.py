@@ -56,6 +56,11 @@ TRAJECTORY_ACCEPTANCE_MIN = 0.1
 tempered move less than once in ten iterations while paying for every trajectory; the
 acceptance falls fast as the ladder gets coarser (Neal 1996), so more levels help."""
 
+INNER_ACCEPTANCE_MIN = 0.05
+"""Acceptance of a tempering level's own moves (PT, SPT) below which its replica hardly moves:
+random-walk Metropolis is tuned to about 0.23 and HMC to 0.65-0.8, so one in twenty is far off.
+All levels stuck at one point swap with acceptance 1 and count round trips, meaning nothing."""
+
 MARK_ACCEPTANCE_MIN = 0.05
 """Mark-move acceptance of the discretizing chain (DC) below which the chain moves on the
 posterior in fewer than one in twenty iterations, however well its inner chain moves on the
@@ -246,8 +251,9 @@ def method_warnings(statistics: dict[str, list]) -> list[str]:
     to catch. Thresholds, each with its reason in its constant's docstring:
 
     - swap acceptance of a neighbouring pair of levels (PT, SPT) below
-      :data:`SWAP_ACCEPTANCE_MIN` (0.1) in some chain, or no round trip
-      between the hottest and coldest level in any chain;
+      :data:`SWAP_ACCEPTANCE_MIN` (0.1) in some chain, a level's own
+      (inner) acceptance below :data:`INNER_ACCEPTANCE_MIN` (0.05), or no
+      round trip between the hottest and coldest level in any chain;
     - trajectory acceptance (TT, STT, tt-approx) below
       :data:`TRAJECTORY_ACCEPTANCE_MIN` (0.1);
     - mark acceptance (DC) below :data:`MARK_ACCEPTANCE_MIN` (0.05).
@@ -262,6 +268,18 @@ def method_warnings(statistics: dict[str, list]) -> list[str]:
                 f"swap acceptance below {SWAP_ACCEPTANCE_MIN} between levels {'; '.join(low)} (worst "
                 "chain; level 0 is the posterior): the levels rarely exchange, so the posterior's chain "
                 "gets little from the hotter ones; add levels between them"
+            )
+    inner = [
+        np.atleast_1d(np.asarray(chain, dtype=float)) for chain in statistics.get("inner_acceptance", [])
+    ]
+    if inner and inner[0].size:
+        worst = np.min(np.stack(inner), axis=0)
+        low = [f"{k}: {a:.2g}" for k, a in enumerate(worst) if a < INNER_ACCEPTANCE_MIN]
+        if low:
+            reasons.append(
+                f"inner acceptance below {INNER_ACCEPTANCE_MIN} at level {'; '.join(low)} (worst chain): "
+                "the level's own moves are rarely accepted, so its replica hardly moves (and its swaps "
+                "and round trips say little); retune the inner kernel's scale or step size"
             )
     trips = statistics.get("round_trips")
     if trips and sum(trips) == 0:
