@@ -83,8 +83,8 @@ def _nuts(args: argparse.Namespace) -> int:
     print(
         f"{fit.chains} chains x {fit.num_draws} draws in {fit.wall_seconds:.2f} s; "
         f"ESS bulk min {metrics['ess_bulk_min']:.0f}, R-hat max {metrics['rhat_max']:.3f}, "
-        f"{metrics['divergences']} divergences, {metrics['max_tree_depth_hits']} at the largest tree "
-        f"depth; {_verdict(metrics)}; wrote {written}"
+        f"{metrics.get('divergences', 0)} divergences, {metrics.get('max_tree_depth_hits', 0)} at the "
+        f"largest tree depth; {_verdict(metrics)}; wrote {written}"
     )
     _print_warnings(metrics)
     return 0 if written == output else 1
