@@ -101,13 +101,36 @@ def _nuts(args: argparse.Namespace) -> int:
     metrics = convergence_metrics(
         idata, wall_seconds=fit.wall_seconds, gradient_evaluations=fit.gradient_evaluations
     )
-    divergences = int(fit.sample_stats["diverging"].sum())
     print(
         f"{fit.chains} chains x {fit.num_draws} draws in {fit.wall_seconds:.2f} s; "
         f"ESS bulk min {metrics['ess_bulk_min']:.0f}, R-hat max {metrics['rhat_max']:.3f}, "
-        f"{divergences} divergences; wrote {written}"
+        f"{metrics.get('divergences', 0)} divergences, {metrics.get('max_tree_depth_hits', 0)} at the "
+        f"largest tree depth; {_verdict(metrics)}; wrote {written}"
     )
+    _print_warnings(metrics)
     return 0 if written == output else 1
+
+
+def _verdict(metrics: dict) -> str:
+    """The verdict: converged, or NOT CONVERGED and where to read why."""
+    return "converged" if metrics["converged"] else "NOT CONVERGED, see the WARNING below"
+
+
+def _ess_per_second(metrics: dict) -> str:
+    """ESS per second, marked unreliable for a run that has not converged."""
+    value = f"{metrics['ess_per_second']:.3g} ESS/s"
+    return value if metrics["converged"] else f"{value} (UNRELIABLE: not converged)"
+
+
+def _print_warnings(metrics: dict) -> None:
+    """The kernel statistics and the WARNING block, on stdout with the summary so they are seen."""
+    from stanaccel.diagnostics.metrics import statistics_lines, warning_block
+
+    for line in statistics_lines(metrics):
+        print(line)
+    block = warning_block(metrics)
+    if block:
+        print(block)
 
 
 def _sample(args: argparse.Namespace) -> int:
@@ -142,13 +165,15 @@ def _sample(args: argparse.Namespace) -> int:
     print(result.summary().to_string())
     charged = ", ".join(f"{k} {v:.1f} s" for k, v in result.charged_seconds.items()) or "nothing"
     print(
-        f"{metrics['sampler']} ({'exact' if metrics['exact'] else 'APPROXIMATE'}): "
+        f"{metrics['sampler']} ({'exact' if metrics['exact'] else 'APPROXIMATE'} sampler; "
+        f"{_verdict(metrics)}): "
         f"{metrics['chains']} chains x {metrics['draws_per_chain']} draws; "
         f"ESS bulk min {metrics['ess_bulk_min']:.0f}, tail min "
         f"{metrics['ess_tail_min']:.0f}, R-hat max {metrics['rhat_max']:.3f}, acceptance "
         f"{metrics['acceptance']:.2f}; {metrics['wall_seconds']:.1f} s with {charged} charged, "
-        f"{metrics['ess_per_second']:.3g} ESS/s; wrote {written}"
+        f"{_ess_per_second(metrics)}; wrote {written}"
     )
+    _print_warnings(metrics)
     return 0 if written == output else 1
 
 

@@ -91,7 +91,10 @@ class Result:
 
         Returns the JSON-ready dict with ``ess_bulk_min``, ``ess_tail_min``,
         ``rhat_max`` (NaN for one chain), per-parameter values, and, where the
-        result knows its cost, ``ess_per_second`` and ``ess_per_1000_gradients``.
+        result knows its cost, ``ess_per_second`` and ``ess_per_1000_gradients``;
+        ``converged`` (False when R-hat, ESS, divergences or tree depth say the
+        draws are not to be trusted) and ``warnings``, the reasons
+        (:func:`stanaccel.diagnostics.convergence_warnings`).
         """
         from stanaccel.diagnostics import convergence_metrics
 

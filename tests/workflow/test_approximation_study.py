@@ -2,6 +2,7 @@
 
 import pytest
 
+from stanaccel.diagnostics.report import write_report
 from stanaccel.workflow import run_workflow
 from stanaccel.workflow.approximation_study import expand
 
@@ -54,6 +55,10 @@ def test_approximation_study_writes_its_tables(tmp_path, gp_program):
     assert {r["approximation"] for r in result["approximations"]} == {"fitc m=10", "subset m=10"}
     for name in ("table.md", "table.csv", "table.json", "approximations.md", "ess_per_second.png"):
         assert (tmp_path / "out" / "gp" / name).is_file()
+    unconverged = [r["settings"] for r in rows if not r["converged"]]  # R-hat, ESS: the report shades them
+    html = write_report(tmp_path / "out").read_text()
+    assert html.count('<tr class="unconverged">') >= 2 * len(unconverged)  # the study table and the summary's
+    assert ("have not converged" in html) == bool(unconverged)
 
 
 def test_sweeps_expand_and_unknown_methods_are_refused():

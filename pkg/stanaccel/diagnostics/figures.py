@@ -136,7 +136,11 @@ def ess_per_second_figure(rows: list[dict]) -> Figure:
     for r in rows:
         if r["is_nuts"]:
             ax.axvline(r["ess_per_second"], color="k", lw=0.8, ls="--", label=f"Stan NUTS ({r['step']})")
-    ax.set_yticks(y, [f"{r['step']}: {r['sampler']}" for r in rows], fontsize=8)
+    labels = [
+        f"{r['step']}: {r['sampler']}" + ("" if r.get("converged", True) else " (NOT CONVERGED: unreliable)")
+        for r in rows
+    ]
+    ax.set_yticks(y, labels, fontsize=8)
     ax.invert_yaxis()
     ax.set_xscale("log")
     ax.set_xlabel("bulk ESS per second (worst parameter)")

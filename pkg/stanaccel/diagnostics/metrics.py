@@ -2,10 +2,17 @@
 
 Efficiency is ESS per second: the smallest bulk ESS over all scalar
 parameters divided by the wall time the method needed (see DESIGN.md).
+
+Whether a run converged is decided here and nowhere else
+(:func:`convergence_warnings`), and so is whether a method's own statistics
+say that it mixes (:func:`method_warnings`); every output (the command line,
+the workflow's console lines, ``metrics.json``, the HTML report) shows their
+reasons (:func:`warning_block`).
 """
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -31,6 +38,62 @@ def _flat(dataset) -> dict[str, float]:
     return out
 
 
+RHAT_MAX = 1.01
+"""The largest worst-parameter R-hat of a converged run: Vehtari et al. (2021) recommend
+rank-normalised split R-hat below 1.01, as ArviZ and CmdStan's ``diagnose`` check."""
+
+ESS_PER_CHAIN_MIN = 100
+"""Bulk and tail ESS needed per chain (Vehtari et al. 2021: 100 per chain, so 400 for
+four chains), below which neither the estimates' Monte Carlo errors nor R-hat can be trusted."""
+
+SWAP_ACCEPTANCE_MIN = 0.1
+"""Swap acceptance of a neighbouring pair of levels (PT, SPT) below which the pair is a
+bottleneck: a state needs about 1 / acceptance attempts to cross it, so the coldest level
+rarely receives what the hot levels found. Tuned ladders aim at 0.2-0.4 (Atchade et al. 2011)."""
+
+TRAJECTORY_ACCEPTANCE_MIN = 0.1
+"""Tempered-transition trajectory acceptance (TT, STT, tt-approx) below which a chain takes a
+tempered move less than once in ten iterations while paying for every trajectory; the
+acceptance falls fast as the ladder gets coarser (Neal 1996), so more levels help."""
+
+INNER_ACCEPTANCE_MIN = 0.05
+"""Acceptance of a tempering level's own moves (PT, SPT) below which its replica hardly moves:
+random-walk Metropolis is tuned to about 0.23 and HMC to 0.65-0.8, so one in twenty is far off.
+All levels stuck at one point swap with acceptance 1 and count round trips, meaning nothing."""
+
+MARK_ACCEPTANCE_MIN = 0.05
+"""Mark-move acceptance of the discretizing chain (DC) below which the chain moves on the
+posterior in fewer than one in twenty iterations, however well its inner chain moves on the
+approximation: the approximation is too far from the posterior (or ``jump`` too large)."""
+
+METHOD_STATISTICS = {  # key in a kernel's summary -> (label, how chains combine)
+    "swap_acceptance": ("swap acceptance per neighbouring pair of levels", "mean"),
+    "communication_barrier": ("communication barrier (sum of swap rejection rates)", "mean"),
+    "round_trips": ("round trips of the hottest and coldest level (all chains)", "sum"),
+    "inner_acceptance": ("inner acceptance per level", "mean"),
+    "tt_acceptance": ("tempered-transition acceptance", "mean"),
+    "betas": ("ladder (beta per level)", "first"),
+    "move_acceptance": ("mark acceptance (moves accepted on the posterior)", "mean"),
+    "cache_hit_fraction": ("cache hits (share of exact evaluations saved)", "mean"),
+    "cache_hits": ("cache hits (all chains)", "sum"),
+    "exact_evaluations": ("exact evaluations (all chains)", "sum"),
+}
+"""The kernel statistics shown for a run (from each chain's kernel ``summary``): their labels,
+and whether the shown value is the mean over chains, the sum, or the first chain's."""
+
+
+def _worst(values: dict[str, float], largest: bool) -> float:
+    """The largest (or smallest) value, NaN (a constant quantity) ignored; NaN if there is no other."""
+    finite = [v for v in values.values() if not math.isnan(v)]
+    if not finite:
+        return float("nan")
+    return max(finite) if largest else min(finite)
+
+
+def _worst_name(values: dict[str, float], worst: float) -> str:
+    return next((name for name, value in values.items() if value == worst), "")
+
+
 def convergence_metrics(
     idata: az.InferenceData,
     *,
@@ -38,29 +101,52 @@ def convergence_metrics(
     sampling_seconds: float | None = None,
     gradient_evaluations: int | None = None,
     var_names: list[str] | None = None,
+    max_depth: int | None = None,
 ) -> dict[str, Any]:
-    """ESS (bulk, tail), R-hat and ESS per second of the posterior group.
+    """ESS (bulk, tail), R-hat, ESS per second and whether the run converged.
 
-    Returns a JSON-ready dict: the worst case over parameters
-    (``ess_bulk_min``, ``ess_tail_min``, ``rhat_max``), per-parameter values,
-    and ``ess_per_second`` (total time) and ``ess_per_second_sampling``.
+    Parameters
+    ----------
+    max_depth : int, optional
+        NUTS's largest tree depth; default the InferenceData's ``max_depth``
+        attribute (Stan NUTS runs record it). With ``tree_depth`` in the
+        sample stats it counts the transitions that hit it.
+
+    Returns
+    -------
+    dict
+        JSON-ready: the worst case over parameters (``ess_bulk_min``,
+        ``ess_tail_min``, ``rhat_max``; a constant quantity's NaN is left
+        out), per-parameter values, ``ess_per_second`` (total time) and
+        ``ess_per_second_sampling``; ``divergences`` and
+        ``max_tree_depth_hits`` where the sample stats have them;
+        ``converged`` (no reason in :func:`convergence_warnings`) and
+        ``warnings``, the reasons.
     """
     posterior = idata.posterior if var_names is None else idata.posterior[var_names]
     n_chains, n_draws = posterior.sizes["chain"], posterior.sizes["draw"]
     ess_bulk = _flat(az.ess(posterior, method="bulk"))
     ess_tail = _flat(az.ess(posterior, method="tail"))
     rhat = _flat(az.rhat(posterior)) if n_chains > 1 else {k: float("nan") for k in ess_bulk}
-    bulk_min = min(ess_bulk.values()) if ess_bulk else float("nan")
+    bulk_min = _worst(ess_bulk, largest=False)
     metrics: dict[str, Any] = {
         "chains": int(n_chains),
         "draws_per_chain": int(n_draws),
         "ess_bulk_min": bulk_min,
-        "ess_tail_min": min(ess_tail.values()) if ess_tail else float("nan"),
-        "rhat_max": max(rhat.values()) if rhat else float("nan"),
+        "ess_tail_min": _worst(ess_tail, largest=False),
+        "rhat_max": _worst(rhat, largest=True),
         "ess_bulk": ess_bulk,
         "ess_tail": ess_tail,
         "rhat": rhat,
     }
+    stats = getattr(idata, "sample_stats", None)
+    if stats is not None and "diverging" in stats:
+        metrics["divergences"] = int(stats["diverging"].values.sum())
+    if max_depth is None:
+        max_depth = posterior.attrs.get("max_depth")
+    if stats is not None and "tree_depth" in stats and max_depth is not None:
+        metrics["max_depth"] = int(max_depth)
+        metrics["max_tree_depth_hits"] = int((stats["tree_depth"].values >= int(max_depth)).sum())
     if wall_seconds is not None:
         metrics["wall_seconds"] = wall_seconds
         metrics["ess_per_second"] = bulk_min / wall_seconds
@@ -70,7 +156,202 @@ def convergence_metrics(
     if gradient_evaluations is not None:
         metrics["gradient_evaluations"] = int(gradient_evaluations)
         metrics["ess_per_1000_gradients"] = 1000 * bulk_min / max(gradient_evaluations, 1)
+    return judge(metrics)
+
+
+def judge(metrics: dict[str, Any]) -> dict[str, Any]:
+    """Set ``converged`` and ``warnings`` of ``metrics`` (in place, and return it).
+
+    ``warnings`` are the reasons of :func:`convergence_warnings`, then those of
+    :func:`method_warnings` on ``metrics["method_statistics"]`` where there
+    are such; ``converged`` is True when there is no reason of the first kind.
+    """
+    reasons = convergence_warnings(metrics)
+    metrics["converged"] = not reasons
+    metrics["warnings"] = reasons + method_warnings(metrics.get("method_statistics") or {})
     return metrics
+
+
+def convergence_warnings(metrics: dict[str, Any]) -> list[str]:
+    """Why a run has not converged, from its metrics; empty if it has.
+
+    The rule, following Vehtari et al. (2021) and what CmdStan's
+    ``diagnose`` and ArviZ report:
+
+    - the worst rank-normalised R-hat is above :data:`RHAT_MAX` (1.01);
+    - the worst bulk or tail ESS is below :data:`ESS_PER_CHAIN_MIN` (100)
+      per chain;
+    - there were divergent transitions (NUTS, HMC): the sampler could not
+      follow the posterior somewhere, so the draws may be biased;
+    - NUTS hit its largest tree depth: its trajectories were cut short.
+
+    A run of one chain has no R-hat (NaN); its ESS is still checked.
+
+    Parameters
+    ----------
+    metrics : dict
+        What :func:`convergence_metrics` returns (or ``metrics.json``):
+        ``chains``, ``rhat_max``, ``ess_bulk_min``, ``ess_tail_min`` and,
+        where known, ``divergences``, ``max_tree_depth_hits``, ``max_depth``
+        and the per-parameter ``rhat``, ``ess_bulk``, ``ess_tail``.
+    """
+    reasons = []
+    chains = int(metrics.get("chains") or 1)
+    rhat = metrics.get("rhat_max")
+    if rhat is not None and not math.isnan(rhat) and rhat > RHAT_MAX:
+        name = _worst_name(metrics.get("rhat") or {}, rhat)
+        reasons.append(
+            f"R-hat {rhat:.3g}{f' ({name})' if name else ''} is above {RHAT_MAX}: the chains disagree "
+            "(not mixed, or stuck in different places); run longer or use a sampler that mixes better"
+        )
+    needed = ESS_PER_CHAIN_MIN * chains
+    for kind in ("bulk", "tail"):
+        ess = metrics.get(f"ess_{kind}_min")
+        if ess is not None and not math.isnan(ess) and ess < needed:
+            name = _worst_name(metrics.get(f"ess_{kind}") or {}, ess)
+            reasons.append(
+                f"{kind} ESS {ess:.0f}{f' ({name})' if name else ''} is below {needed} "
+                f"({ESS_PER_CHAIN_MIN} per chain): too few effective draws for reliable estimates"
+            )
+    draws = chains * int(metrics.get("draws_per_chain") or 0)
+    divergences = int(metrics.get("divergences") or 0)
+    if divergences:
+        reasons.append(
+            f"{divergences} of {draws} transitions diverged: the sampler could not follow the posterior "
+            "somewhere, so the draws may be biased; raise the target acceptance (delta) or reparametrise"
+        )
+    hits = int(metrics.get("max_tree_depth_hits") or 0)
+    if hits:
+        reasons.append(
+            f"{hits} of {draws} transitions hit the largest tree depth {metrics.get('max_depth')}: "
+            "NUTS's trajectories were cut short; raise max_depth or reparametrise"
+        )
+    return reasons
+
+
+def method_statistics(summaries: list) -> dict[str, list]:
+    """Each chain's kernel statistics (:data:`METHOD_STATISTICS`, but the ladder), as plain lists.
+
+    ``summaries`` holds each chain's kernel summary (a dict; None for a
+    kernel without one). Returns ``{key: [value of chain 0, chain 1, ...]}``
+    for every key some chain reports; empty for a method without any.
+    """
+    chains = [s for s in summaries if isinstance(s, dict)]
+    return {
+        key: [np.asarray(c[key]).tolist() for c in chains if c.get(key) is not None]
+        for key in METHOD_STATISTICS
+        if key != "betas" and any(c.get(key) is not None for c in chains)
+    }
+
+
+def method_warnings(statistics: dict[str, list]) -> list[str]:
+    """Why a method's own statistics say it mixes poorly, from :func:`method_statistics`.
+
+    The worst chain counts: a chain stuck while the others move is the failure
+    to catch. Thresholds, each with its reason in its constant's docstring:
+
+    - swap acceptance of a neighbouring pair of levels (PT, SPT) below
+      :data:`SWAP_ACCEPTANCE_MIN` (0.1) in some chain, a level's own
+      (inner) acceptance below :data:`INNER_ACCEPTANCE_MIN` (0.05), or no
+      round trip between the hottest and coldest level in any chain;
+    - trajectory acceptance (TT, STT, tt-approx) below
+      :data:`TRAJECTORY_ACCEPTANCE_MIN` (0.1);
+    - mark acceptance (DC) below :data:`MARK_ACCEPTANCE_MIN` (0.05).
+    """
+    reasons = []
+    swaps = [np.atleast_1d(np.asarray(chain, dtype=float)) for chain in statistics.get("swap_acceptance", [])]
+    if swaps and swaps[0].size:
+        worst = np.min(np.stack(swaps), axis=0)
+        low = [f"{k} and {k + 1}: {a:.2g}" for k, a in enumerate(worst) if a < SWAP_ACCEPTANCE_MIN]
+        if low:
+            reasons.append(
+                f"swap acceptance below {SWAP_ACCEPTANCE_MIN} between levels {'; '.join(low)} (worst "
+                "chain; level 0 is the posterior): the levels rarely exchange, so the posterior's chain "
+                "gets little from the hotter ones; add levels between them"
+            )
+    inner = [
+        np.atleast_1d(np.asarray(chain, dtype=float)) for chain in statistics.get("inner_acceptance", [])
+    ]
+    if inner and inner[0].size:
+        worst = np.min(np.stack(inner), axis=0)
+        low = [f"{k}: {a:.2g}" for k, a in enumerate(worst) if a < INNER_ACCEPTANCE_MIN]
+        if low:
+            reasons.append(
+                f"inner acceptance below {INNER_ACCEPTANCE_MIN} at level {'; '.join(low)} (worst chain): "
+                "the level's own moves are rarely accepted, so its replica hardly moves (and its swaps "
+                "and round trips say little); retune the inner kernel's scale or step size"
+            )
+    trips = statistics.get("round_trips")
+    if trips and sum(trips) == 0:
+        reasons.append(
+            "no round trip between the coldest and hottest level in any chain: the ladder does not "
+            "carry states across; add levels or draws"
+        )
+    for key, name, limit, advice in (
+        ("tt_acceptance", "trajectory acceptance", TRAJECTORY_ACCEPTANCE_MIN,
+         "almost every tempered trajectory is rejected; use more levels (a finer ladder)"),
+        ("move_acceptance", "mark acceptance", MARK_ACCEPTANCE_MIN,
+         "moves proposed on the approximation are rarely accepted on the posterior, so the chain "
+         "hardly moves; use a closer approximation or a smaller jump"),
+    ):  # fmt: skip
+        values = statistics.get(key)
+        if values and min(values) < limit:
+            chain = int(np.argmin(values))
+            reasons.append(f"{name} {min(values):.2g} in chain {chain} is below {limit}: {advice}")
+    return reasons
+
+
+def combined_statistics(statistics: dict[str, list]) -> list[tuple[str, Any]]:
+    """Rows (label, value) of per-chain kernel statistics, combined over chains as
+    :data:`METHOD_STATISTICS` says; a vector (one value per level or pair) stays a vector."""
+    rows = []
+    for key, (label, combine) in METHOD_STATISTICS.items():
+        values = statistics.get(key)
+        if not values:
+            continue
+        if combine == "first":
+            value = values[0]
+        elif combine == "sum":
+            value = np.sum(values, axis=0)
+        else:
+            value = np.mean(np.asarray(values, dtype=float), axis=0)
+            label += " (mean over chains)"
+        rows.append((label, np.asarray(value).tolist()))
+    return rows
+
+
+def _shown(value: Any) -> str:
+    if isinstance(value, list):
+        return " ".join(_shown(v) for v in value)
+    return f"{value:.3g}" if isinstance(value, float) else str(value)
+
+
+def warning_block(metrics: dict[str, Any], indent: str = "") -> str:
+    """The lines that say plainly what is wrong with a run (empty if nothing is), for a console.
+
+    A run that has not converged gets a loud header saying its summary and
+    ESS per second are unreliable; one that converged but whose method mixes
+    poorly gets a milder one. Each reason follows on its own line.
+    """
+    reasons = metrics.get("warnings")
+    if reasons is None:
+        reasons = judge(dict(metrics))["warnings"]
+    if not reasons:
+        return ""
+    converged = metrics.get("converged", not convergence_warnings(metrics))
+    rule = indent + "!" * 78
+    header = (
+        "WARNING: NOT CONVERGED. The summary and the ESS per second of this run are unreliable:"
+        if not converged
+        else "WARNING: the sampler's own statistics say it mixes poorly:"
+    )
+    return "\n".join([rule, indent + header, *(f"{indent}  - {r}" for r in reasons), rule])
+
+
+def statistics_lines(metrics: dict[str, Any], indent: str = "") -> list[str]:
+    """One console line per kernel statistic of ``metrics["method_statistics"]`` (none if there are none)."""
+    rows = combined_statistics(metrics.get("method_statistics") or {})
+    return [f"{indent}{label}: {_shown(value)}" for label, value in rows]
 
 
 def mcse_z_scores(

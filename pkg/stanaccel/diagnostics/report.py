@@ -16,7 +16,10 @@ and it has no scripts, fonts or links to anywhere. It holds
   cache hits, the autoencoder's reconstruction error), the ArviZ summary,
   trace and rank plots of the first parameters, and R-hat and ESS against
   wall time; approximate samplers are flagged, with their bias measured
-  against the run's NUTS step;
+  against the run's NUTS step, and so are runs that have not converged (R-hat,
+  ESS, divergences, tree depth: :func:`~stanaccel.diagnostics.convergence_warnings`)
+  or whose kernel statistics say they mix poorly, their ESS per second marked
+  unreliable;
 - one section per study step: its tables (approximate samplers' rows
   marked) and its figures.
 """
@@ -33,7 +36,13 @@ import numpy as np
 
 from stanaccel.diagnostics import figures
 from stanaccel.diagnostics._arviz import az
-from stanaccel.diagnostics.metrics import reference_z_scores, summary
+from stanaccel.diagnostics.metrics import (
+    METHOD_STATISTICS,
+    combined_statistics,
+    judge,
+    reference_z_scores,
+    summary,
+)
 from stanaccel.diagnostics.prefixes import convergence_by_prefix
 
 SUMMARY_ROWS = 20  # rows of the ArviZ summary shown per sampler
@@ -164,6 +173,9 @@ def _load_sampler(folder: Path, step: dict[str, Any]) -> dict[str, Any] | None:
     table = summary(idata)
     prefix = convergence_by_prefix(idata, wall_seconds=wall, sampling_seconds=sampling)
     ess_sampling = metrics.get("ess_per_second_sampling", metrics["ess_bulk_min"] / sampling)
+    if "warnings" not in metrics:  # written before stanaccel judged convergence
+        judge(metrics)
+    unreliable = "" if metrics["converged"] else " (unreliable: not converged)"
     return {
         "step": step["name"],
         "action": step.get("action", ""),
@@ -178,6 +190,8 @@ def _load_sampler(folder: Path, step: dict[str, Any]) -> dict[str, Any] | None:
         "ess_per_second": metrics.get("ess_per_second", float("nan")),
         "ess_per_second_sampling": ess_sampling,
         "rhat_max": metrics.get("rhat_max"),
+        "converged": bool(metrics["converged"]),
+        "warnings": list(metrics["warnings"]),
         "metrics": [
             ("ESS bulk (worst parameter)", metrics.get("ess_bulk_min")),
             ("ESS tail (worst parameter)", metrics.get("ess_tail_min")),
@@ -185,11 +199,21 @@ def _load_sampler(folder: Path, step: dict[str, Any]) -> dict[str, Any] | None:
             ("wall time (s), all charges included", wall),
             ("sampling time (s)", sampling),
             *[(f"charged: {k} (s)", v) for k, v in charged.items()],
-            ("ESS per second, charges included", metrics.get("ess_per_second")),
-            ("ESS per second, sampling only", ess_sampling),
+            ("ESS per second, charges included" + unreliable, metrics.get("ess_per_second")),
+            ("ESS per second, sampling only" + unreliable, ess_sampling),
             ("acceptance (mean)", metrics.get("acceptance", _mean_acceptance(idata))),
             ("evaluations", metrics.get("evaluations", metrics.get("gradient_evaluations"))),
             *([("divergences", metrics["divergences"])] if "divergences" in metrics else []),
+            *(
+                [
+                    (
+                        f"transitions at the largest tree depth ({metrics.get('max_depth')})",
+                        metrics["max_tree_depth_hits"],
+                    )
+                ]
+                if "max_tree_depth_hits" in metrics
+                else []
+            ),
         ],
         "statistics": _kernel_statistics(folder / "statistics.json"),
         "summary_html": table.head(SUMMARY_ROWS).to_html(classes="summary", float_format=_format, border=0),
@@ -249,40 +273,17 @@ def _mean_acceptance(idata) -> float | None:
         return None
 
 
-STATISTICS = {  # key in a kernel's summary -> (label, how chains combine)
-    "swap_acceptance": ("swap acceptance per neighbouring pair of levels", "mean"),
-    "communication_barrier": ("communication barrier (sum of swap rejection rates)", "mean"),
-    "round_trips": ("round trips of the hottest and coldest level (all chains)", "sum"),
-    "inner_acceptance": ("inner acceptance per level", "mean"),
-    "tt_acceptance": ("tempered-transition acceptance", "mean"),
-    "betas": ("ladder (beta per level)", "first"),
-    "move_acceptance": ("mark acceptance (moves accepted on the posterior)", "mean"),
-    "cache_hit_fraction": ("cache hits (share of exact evaluations saved)", "mean"),
-    "cache_hits": ("cache hits (all chains)", "sum"),
-    "exact_evaluations": ("exact evaluations (all chains)", "sum"),
-}
-
-
 def _kernel_statistics(path: Path) -> list[tuple[str, Any]]:
     """Rows of what the kernels and the autoencoder recorded (``statistics.json`` of a sample step)."""
     if not path.is_file():
         return []
     recorded = json.loads(path.read_text())
     chains = recorded.get("chains", [])
-    rows = []
-    for key, (label, combine) in STATISTICS.items():
-        values = [c[key] for c in chains if c.get(key) is not None]
-        if not values:
-            continue
-        if combine == "first":
-            value = values[0]
-        elif combine == "sum":
-            value = np.sum(values, axis=0)
-        else:
-            value = np.mean(np.asarray(values, dtype=float), axis=0)
-        if np.ndim(value):
-            value = " ".join(_format(v) for v in np.ravel(value))
-        rows.append((label + (" (mean over chains)" if combine == "mean" else ""), value))
+    per_chain = {key: [c[key] for c in chains if c.get(key) is not None] for key in METHOD_STATISTICS}
+    rows = [
+        (label, " ".join(_format(v) for v in value) if isinstance(value, list) else value)
+        for label, value in combined_statistics(per_chain)
+    ]
     autoencoder = recorded.get("autoencoder")
     if autoencoder:
         reconstruction = autoencoder.get("reconstruction", {})
@@ -347,7 +348,11 @@ def _table(name: str, columns: list[str], rows: list[dict], total: int | None = 
         "name": name,
         "columns": columns,
         "rows": [
-            {"cells": [_format(r.get(c, "")) for c in columns], "approximate": _is_false(r.get("exact"))}
+            {
+                "cells": [_format(r.get(c, "")) for c in columns],
+                "approximate": _is_false(r.get("exact")),
+                "unconverged": _is_false(r.get("converged")),
+            }
             for r in rows
         ],
         "bias_columns": [c for c in columns if c in BIAS_COLUMNS],
@@ -359,15 +364,21 @@ def _table(name: str, columns: list[str], rows: list[dict], total: int | None = 
 
 def _study_efficiency_rows(studies: list[dict[str, Any]]) -> dict[str, Any]:
     """Study rows that carry ESS per second (every field of the study's JSON rows), for the summary."""
-    columns = ["size", "sampler", "settings", "exact", "ess_per_second", "ess_per_second_sampling",
-               "vs_nuts", "vs_nuts_sampling", "rhat_max", "z_max"]  # fmt: skip
+    columns = ["size", "sampler", "settings", "exact", "converged", "ess_per_second",
+               "ess_per_second_sampling", "vs_nuts", "vs_nuts_sampling", "rhat_max", "z_max"]  # fmt: skip
     rows = []
     for study in studies:
         for table in study["tables"]:
             for record in table["records"]:
                 if "sampler" in record and "ess_per_second" in record:
                     cells = [study["step"], *(_format(record.get(c)) for c in columns)]
-                    rows.append({"cells": cells, "approximate": _is_false(record.get("exact"))})
+                    rows.append(
+                        {
+                            "cells": cells,
+                            "approximate": _is_false(record.get("exact")),
+                            "unconverged": _is_false(record.get("converged")),
+                        }
+                    )
     return {"columns": ["step", *columns], "rows": rows}
 
 

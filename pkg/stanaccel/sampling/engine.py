@@ -214,16 +214,29 @@ class SampleResult(Result):
         }
 
     def metrics(self) -> dict[str, Any]:
-        """ESS (bulk, tail), R-hat, wall time, evaluations, ESS per second with and without the charges."""
+        """ESS (bulk, tail), R-hat, wall time, evaluations, ESS per second with and without the charges.
+
+        Also ``method_statistics``, each chain's kernel statistics (swap
+        acceptance and round trips, trajectory acceptance, mark acceptance and
+        cache hits: :func:`~stanaccel.diagnostics.method_statistics`), and
+        ``converged`` and ``warnings``, which include the method's
+        (:func:`~stanaccel.diagnostics.metrics.judge`).
+        """
+        from stanaccel.diagnostics.metrics import judge, method_statistics
+
         metrics = super().metrics()
         metrics["evaluations"] = metrics.pop("gradient_evaluations")
         metrics["ess_per_1000_evaluations"] = metrics.pop("ess_per_1000_gradients")
+        metrics["method_statistics"] = method_statistics(self.reports.get("summaries", []))
+        judge(metrics)
         return {
             "method": self.method,
             "sampler": method_label(self.config),
             "exact": self.exact,
             "program": self.program,
             "seed": self.seed,
+            "converged": metrics["converged"],  # first, so that a reader of metrics.json sees it
+            "warnings": metrics["warnings"],
             **metrics,
             "charged_seconds": dict(self.charged_seconds),
             "acceptance": self.acceptance,

@@ -274,6 +274,7 @@ class NutsFit(Result):
                 "sampler": "Stan NUTS",
                 "exact": True,
                 "metric": self.settings.metric,
+                "max_depth": self.settings.max_depth,  # to count the transitions that hit it
                 "seed": self.settings.seed,
                 "wall_seconds": self.wall_seconds,
                 "warmup_seconds": self.warmup_seconds,

@@ -169,12 +169,25 @@ def sample_step(step: dict[str, Any], context: RunContext, seed: int) -> dict[st
     print(
         f"  {metrics['sampler']}: ESS bulk min {metrics['ess_bulk_min']:.0f}, "
         f"R-hat max {metrics['rhat_max']:.3f}, {metrics['wall_seconds']:.2f} s, "
-        f"{metrics['ess_per_second']:.3g} ESS/s -> {folder}"
+        f"{metrics['ess_per_second']:.3g} ESS/s"
+        f"{'' if metrics['converged'] else ' (UNRELIABLE: NOT CONVERGED)'} -> {folder}"
     )
+    print_warnings(metrics)
     out = {"result": result, "metrics": metrics}
     if result.method == "nuts":
         out["fit"] = result.run  # a later step's warmup_from
     return out
+
+
+def print_warnings(metrics: dict[str, Any]) -> None:
+    """A step's kernel statistics and its WARNING block, if any, on the console."""
+    from stanaccel.diagnostics.metrics import statistics_lines, warning_block
+
+    for line in statistics_lines(metrics, indent="  "):
+        print(line)
+    block = warning_block(metrics, indent="  ")
+    if block:
+        print(block, flush=True)
 
 
 def kernel_statistics(result: SampleResult) -> dict[str, Any]:

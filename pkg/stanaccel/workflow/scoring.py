@@ -9,7 +9,8 @@ A study runs Stan's NUTS as its baseline, then samplers through
 - ``vs_nuts``, ``vs_nuts_sampling``: those divided by Stan NUTS's (whose
   own sampling time leaves out its warm-up's share, estimated by the
   warm-up's share of its gradient evaluations);
-- ``rhat_max``, ``rhat_median``, ``acceptance``, ``evaluations``,
+- ``rhat_max``, ``converged`` (R-hat, ESS, divergences and tree depth by
+  :func:`~stanaccel.diagnostics.convergence_warnings`), ``rhat_median``, ``acceptance``, ``evaluations``,
   ``evaluations_per_iteration``, ``autocorrelation_time`` (iterations per
   effective draw), ``ess_per_1000_evaluations``;
 - against a ``reference`` run (InferenceData), ``z_max``: the largest
@@ -57,6 +58,7 @@ def _row(
         if nuts is None
         else metrics["ess_per_second_sampling"] / nuts["ess_per_second_sampling"],
         "rhat_max": metrics["rhat_max"],
+        "converged": metrics["converged"],  # stanaccel.diagnostics.convergence_warnings' rule
         "rhat_median": float(np.median(list(metrics["rhat"].values()))),
         "acceptance": acceptance,
         "evaluations": int(evaluations),

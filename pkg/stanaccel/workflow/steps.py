@@ -80,6 +80,8 @@ def generate_step(step: dict[str, Any], context: RunContext, seed: int) -> dict[
 
 def nuts_step(step: dict[str, Any], context: RunContext, seed: int) -> dict[str, Any]:
     """Run Stan's NUTS and write the InferenceData, metrics and summary."""
+    from stanaccel.workflow.sample import print_warnings
+
     data_ref = step.get("data")
     if isinstance(data_ref, str) and data_ref in context.results:
         source = context.results[data_ref]
@@ -130,8 +132,10 @@ def nuts_step(step: dict[str, Any], context: RunContext, seed: int) -> dict[str,
     print(table)
     print(
         f"  ESS bulk min {metrics['ess_bulk_min']:.0f}, R-hat max {metrics['rhat_max']:.3f}, "
-        f"{metrics['wall_seconds']:.2f} s, {metrics['gradient_evaluations']} gradients -> {folder}"
+        f"{metrics['wall_seconds']:.2f} s, {metrics['gradient_evaluations']} gradients"
+        f"{'' if metrics['converged'] else ', NOT CONVERGED'} -> {folder}"
     )
+    print_warnings(metrics)
     return {"fit": fit, "idata": idata, "metrics": metrics}
 
 
