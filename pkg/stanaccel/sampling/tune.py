@@ -323,7 +323,7 @@ def tune_settings(
         found.trials = [*found.trials, pair[1]]
     found.summary = _verdict(found, first, pair, default, spec.objective)
     found.best = found.summary["chosen"]
-    found.best_value = found.summary["chosen_score"]
+    found.best_value = _mean(pair) if not found.summary["kept_default"] else _mean(first)
     found.seconds = time.perf_counter() - began
     for line in _report(found.summary, spec.objective):
         say(line)
@@ -375,7 +375,7 @@ def _verdict(
         "objective": objective,
         "chosen": dict(found.best if chosen else default),
         "kept_default": not chosen,
-        "chosen_score": best_score if chosen else default_score,
+        "chosen_score": _finite(best_score if chosen else default_score),
         "reason": reason,
         "default": dict(default),
         "default_scores": [t.value if t.ok else None for t in first],
@@ -383,11 +383,16 @@ def _verdict(
         "best": dict(found.best),
         "best_scores": None if pair is None else [t.value if t.ok else None for t in pair],
         "noise": noise,
-        "advantage": float(advantage) if np.isfinite(advantage) else None,
+        "advantage": _finite(advantage),
         "trials": len(found.trials),
         "distinct": found.distinct,
         "failed": found.failures,
     }
+
+
+def _finite(value: float) -> float | None:
+    """``value`` as a float, or None if it is not finite (for JSON)."""
+    return float(value) if np.isfinite(value) else None
 
 
 def _report(summary: dict, objective: str) -> list[str]:

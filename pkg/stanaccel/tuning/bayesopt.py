@@ -26,14 +26,16 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.gaussian_process import GaussianProcessRegressor
 from sklearn.gaussian_process.kernels import ConstantKernel, Matern, WhiteKernel
 
-from stanaccel.tuning.space import Real, Space
+from stanaccel.tuning.space import Categorical, Space
 
 REFINE_EVALUATIONS = 100
 """Evaluations of the expected improvement DIRECT makes to refine the Real dimensions of a candidate."""
 
-NEAR = 0.01
-"""Two settings are the same (:func:`measured`) when their Real dimensions differ by less than this
-fraction of their range (on the unit cube) and the others are equal."""
+NEAR = 0.05
+"""Two settings are nearly the same (:func:`measured`) when their Integer and Real values differ by
+less than this fraction of their range (on the unit cube: 5% of a log range is about 10% of a step
+size from 0.016 to 0.13, and neighbouring integers of a range above 20) and their Categorical values
+are equal. Short trials are noisy: a second trial that near a first one tells the model little."""
 
 Objective = Callable[[dict, np.random.Generator], "float | tuple[float, dict]"]
 
@@ -302,15 +304,15 @@ def failure(error: BaseException) -> str:
 
 
 def measured(space: Space, points: np.ndarray, trials: list[Trial]) -> np.ndarray:
-    """Whether each point of the unit cube (n, d) is a setting already measured by ``trials``.
+    """Whether each point of the unit cube (n, d) is a setting already measured by ``trials`` (or nearly).
 
-    The same setting: equal values of the Integer and Categorical
-    dimensions and Real values within :data:`NEAR` of their range.
+    Nearly the same setting: Integer and Real values within :data:`NEAR`
+    of their range, equal Categorical values.
     """
     known = [t.settings for t in trials if space.contains(t.settings)]
     if not known:
         return np.zeros(len(points), dtype=bool)
-    tolerance = np.array([NEAR if isinstance(d, Real) else 1e-9 for d in space.dimensions])
+    tolerance = np.array([1e-9 if isinstance(d, Categorical) else NEAR for d in space.dimensions])
     snapped = space.to_unit(space.from_unit(points))
     gaps = np.abs(snapped[:, None, :] - space.to_unit(known)[None, :, :])
     return np.any(np.all(gaps < tolerance, axis=2), axis=1)
