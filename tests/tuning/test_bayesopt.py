@@ -74,6 +74,42 @@ def test_same_seed_same_run_and_nothing_passed_in_changes():
     assert space.dimensions == dims
 
 
-def test_objective_must_return_a_finite_number():
-    with pytest.raises(ValueError, match="finite"):
+def test_a_non_finite_value_fails_the_trial_and_every_trial_failing_is_an_error():
+    with pytest.raises(ValueError, match="every one of the 4 trials failed; the first: .*nan, not a finite"):
         bayesian_optimisation(lambda s, rng: float("nan"), SPACE, budget=4, seed=0)
+
+
+def test_a_failing_trial_scores_worst_and_the_search_goes_on():
+    def objective(settings, rng):
+        if settings["x"] > 0.5:
+            raise ValueError(f"x = {settings['x']:.2f} is impossible\nsecond line")
+        return noisy_peak(settings, rng)
+
+    result = bayesian_optimisation(objective, SPACE, budget=12, seed=1, n_continuous=64)
+    assert len(result.trials) == 12
+    failed = [t for t in result.trials if not t.ok]
+    assert failed and result.failures == len(failed)
+    assert all(t.value == -np.inf and t.failed.startswith("ValueError: x = ") for t in failed)
+    assert all("second line" not in t.failed for t in failed)
+    assert result.best["x"] <= 0.5 and np.isfinite(result.best_value)
+    rows = result.table()
+    assert {row["failed"] is None for row in rows} == {True, False}
+    assert all((row["value"] is None) == (row["failed"] is not None) for row in rows)
+
+
+def test_no_setting_is_measured_twice_and_a_measured_space_ends_the_search():
+    space = Space([Integer("n", 1, 6)])
+    result = bayesian_optimisation(lambda s, rng: -abs(s["n"] - 6.0), space, budget=10, seed=0)
+    assert sorted(t.settings["n"] for t in result.trials) == [1, 2, 3, 4, 5, 6]
+    assert result.distinct == 6 and result.best == {"n": 6}
+
+
+def test_observed_trials_are_fitted_first_and_never_proposed_again():
+    from stanaccel.tuning import Trial
+
+    given = [Trial({"n": 30, "x": 0.3}, 1.0, 0.0, role="default")]
+    result = bayesian_optimisation(noisy_peak, SPACE, budget=6, seed=2, n_continuous=64, observed=given)
+    assert len(result.trials) == 7 and result.trials[0].role == "default"
+    assert all(t.role == "search" for t in result.trials[1:])
+    assert all(t.settings != given[0].settings for t in result.trials[1:])
+    assert result.table()[0]["role"] == "default" and result.distinct == 7

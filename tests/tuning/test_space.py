@@ -117,3 +117,12 @@ def test_check_accepts_a_method_s_settings():
     assert space.check("hmc") is space and space.check() is space
     with pytest.raises(ConfigError, match="unknown method"):
         space.check("hcm")
+
+
+def test_contains_says_whether_settings_are_points_of_the_space():
+    space = Space([Integer("n", 1, 5), Real("x", 0.1, 1.0, log=True), Categorical("k", ["a", "b"])])
+    assert space.contains({"n": 3, "x": 0.5, "k": "a", "other": 1})
+    assert space.contains({"n": np.int64(5), "x": np.float64(0.1), "k": "b"})
+    for outside in ({"n": 6}, {"n": 2.5}, {"x": 2.0}, {"x": "big"}, {"k": "c"}):
+        assert not space.contains({"n": 3, "x": 0.5, "k": "a", **outside}), outside
+    assert not space.contains({"n": 3, "x": 0.5})

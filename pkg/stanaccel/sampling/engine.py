@@ -243,6 +243,11 @@ class SampleResult(Result):
             "interrupted": self.interrupted,
             "settings": jsonable(self.config.as_dict()),
             "setting_sources": dict(self.sources),
+            **(
+                {"tuning": jsonable(self.reports["tuning_summary"])}
+                if "tuning_summary" in self.reports
+                else {}
+            ),
         }
 
 
@@ -397,16 +402,21 @@ def _run_tuned(config, model, data, tuning, seed, seeds, charged, say, progress,
         shown = ", ".join(
             f"{k} = {v:.4g}" if isinstance(v, float) else f"{k} = {v}" for k, v in found.best.items()
         )
-        say(f"tuned by Bayesian optimisation: {shown} ({found.seconds:.1f} s charged)")
-        config = with_settings(config, found.best)
+        kept = found.summary["kept_default"]
+        say(f"tuned by Bayesian optimisation: {shown}{', the default' if kept else ''} "
+            f"({found.seconds:.1f} s charged)")  # fmt: skip
+        if not kept:
+            config = with_settings(config, found.best)
     with _executor(executor) as chosen:
         result = run_sampler(
             config, model, data, tuning, seed=seed, seeds=seeds, charged=charged, trained=trained, say=say,
             progress=progress, checkpoint=checkpoint, executor=chosen,
         )  # fmt: skip
     if found is not None:
-        result.sources.update({key: "bayesian optimisation" for key in found.best})
+        if not found.summary["kept_default"]:
+            result.sources.update({key: "bayesian optimisation" for key in found.best})
         result.reports["tuning"] = found.table()
+        result.reports["tuning_summary"] = found.summary
     return result
 
 

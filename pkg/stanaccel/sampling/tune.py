@@ -4,15 +4,23 @@ After the warm-up, each trial runs the sampler with one candidate setting
 for a few short chains from the warm-up's start points and scores them (by
 default ESS per second of the sampling, the trial's own cost counted); the
 tuner (:func:`stanaccel.tuning.bayesian_optimisation`) chooses the next
-setting, and after ``budget`` trials the setting with the best predicted
-score is used for the real run. Every trial's time is charged to that run
-as "tuning", so a tuned sampler's ESS per second counts what finding its
-settings cost.
+setting. Every trial's time is charged to the real run as "tuning", so a
+tuned sampler's ESS per second counts what finding its settings cost.
+
+Tuning cannot make things worse (:func:`tune_settings`): the first two
+trials measure the default setting (what the method uses without
+``--tune``) with two seeds, which also measures the trials' noise; the
+search's best setting is measured a second time, and it replaces the
+default only if its mean score beats the default's by more than the noise
+(the larger spread of the two repeated measurements). A trial that fails
+(an error building or running the sampler, a non-finite score) is recorded
+with its reason and scores as the worst; the search goes on.
 
 The default search spaces (:func:`default_space`) are ranges around what the
 warm-up tuned, on the settings the papers name as hard to set: HMC's step
 size and number of steps, the pCN step, the tempering ladder (``beta_min``
-and ``levels``), the discretizing chain's ``moves`` and ``jump``.
+and ``levels``; for subsampled ladders no smaller than the smallest subset
+the program accepts), the discretizing chain's ``moves`` and ``jump``.
 """
 
 from __future__ import annotations
@@ -25,6 +33,7 @@ import numpy as np
 
 from stanaccel.diagnostics.metrics import bulk_ess
 from stanaccel.sampling.config import ConfigError, SamplerConfig, check_setting
+from stanaccel.stan.errors import StanDataError
 from stanaccel.tuning import (
     Integer,
     Real,
@@ -33,6 +42,10 @@ from stanaccel.tuning import (
     autocorrelation_objective,
     bayesian_optimisation,
 )
+from stanaccel.tuning.bayesopt import Trial, TrialFailed, evaluate
+
+EXTRA_TRIALS = 3
+"""Trials of the budget not spent searching: the default twice and the search's best once more."""
 
 OBJECTIVES = ("ess-per-second", "ess-per-evaluation", "autocorrelation")
 
@@ -44,7 +57,9 @@ class TuneSpec:
     Attributes
     ----------
     budget : int
-        Trials (short runs), the first few at Sobol points, the rest chosen by expected improvement.
+        Trials (short runs), at least 4: the default setting twice, the
+        search's best once more, and the search (the first few at Sobol
+        points, the rest chosen by expected improvement).
     draws, chains : int
         The length of each trial's run.
     objective : str
@@ -67,9 +82,14 @@ class TuneSpec:
     def __post_init__(self):
         if self.objective not in OBJECTIVES:
             raise ConfigError(f"tune objective {self.objective!r} is not one of {', '.join(OBJECTIVES)}")
-        for key in ("budget", "draws", "chains"):
+        for key in ("draws", "chains"):
             if int(getattr(self, key)) < 1:
                 raise ConfigError(f"tune {key} must be at least 1, not {getattr(self, key)}")
+        if int(self.budget) < EXTRA_TRIALS + 1:
+            raise ConfigError(
+                f"tune budget must be at least {EXTRA_TRIALS + 1} (the default setting twice, one search "
+                f"trial and its repeat), not {self.budget}; set --tune-budget"
+            )
         if self.objective == "autocorrelation" and self.draws < 20:
             raise ConfigError("the autocorrelation objective needs trials of at least 20 draws")
 
@@ -91,8 +111,12 @@ def tune_spec(spec: TuneSpec | dict | bool | None) -> TuneSpec | None:
     return TuneSpec(**spec)
 
 
-def default_space(method: str, tuned: dict[str, Any]) -> Space:
+def default_space(method: str, tuned: dict[str, Any], beta_floor: float = 1e-3) -> Space:
     """The settings of ``method`` worth tuning, with ranges around the warm-up's values.
+
+    ``beta_floor``: the smallest ``beta_min`` of a ladder (for a subsampled
+    one, :func:`smallest_beta`); when it leaves no range below 0.5 only the
+    number of levels is tuned.
 
     Raises
     ------
@@ -103,7 +127,9 @@ def default_space(method: str, tuned: dict[str, Any]) -> Space:
     step = tuned.get("step_size") or 0.1
     scale = tuned.get("scale") or 0.5
     hmc = [Real("step_size", step / 4, step * 2, log=True), Integer("n_steps", 1, 40)]
-    ladder = [Real("beta_min", 1e-3, 0.5, log=True), Integer("levels", 1, 12)]
+    ladder = [Integer("levels", 1, 12)]
+    if beta_floor < 0.5:
+        ladder.insert(0, Real("beta_min", max(beta_floor, 1e-3), 0.5, log=True))
     pcn = [Real("pcn_step", 1e-3, 2.0, log=True)]
     spaces = {
         "mh": [Real("scale", scale / 4, scale * 4, log=True)],
@@ -128,7 +154,36 @@ def default_space(method: str, tuned: dict[str, Any]) -> Space:
     return Space(spaces[method])
 
 
-def checked_space(spec: TuneSpec, config: SamplerConfig, tuned: dict[str, Any]) -> Space:
+def smallest_beta(config: SamplerConfig, model, data) -> float:
+    """The smallest ``beta_min`` whose subset of the observations the program accepts (1e-3 without subsets).
+
+    A subsampled ladder (spt, stt) takes ``round(beta N)`` of the N
+    observations at level beta; a subset the program's data block rejects
+    (0 observations, or fewer than its ``int<lower=...> N``) cannot be
+    sampled. The smallest accepted size k is found by building the program
+    on the first k observations (k = 1, 2, ..., at most 8 tries); the floor
+    is k / N.
+    """
+    if config.method not in ("spt", "stt"):
+        return 1e-3
+    from stanaccel.sampling.program import observations_for
+
+    observations = observations_for(config, model, data)
+    n = observations.check(data)
+    size = min(n, 8)
+    for k in range(1, min(n, 8) + 1):
+        try:
+            model.with_data(observations.take(data, np.arange(k)))
+        except StanDataError:
+            continue
+        size = k
+        break
+    return max(1e-3, size / n)
+
+
+def checked_space(
+    spec: TuneSpec, config: SamplerConfig, tuned: dict[str, Any], beta_floor: float = 1e-3
+) -> Space:
     """The space ``spec`` tunes for ``config`` (default: :func:`default_space` around ``tuned``), checked.
 
     Raises
@@ -142,7 +197,7 @@ def checked_space(spec: TuneSpec, config: SamplerConfig, tuned: dict[str, Any]) 
     elif spec.space:
         space = Space.from_dict(spec.space)
     else:
-        space = default_space(config.method, tuned)
+        space = default_space(config.method, tuned, beta_floor)
     space.check(config.method)
     fixed = sorted(set(space.names) & config.user_keys())
     if fixed:
@@ -182,29 +237,186 @@ def tune_settings(
 
     Settings the user fixed are not tuned (a space that names one is a
     ConfigError). ``trained``: the autoencoder every trial of a latent
-    method shares (:class:`~stanaccel.sampling.engine.Trained`). Returns the
-    tuner's result: ``best`` holds the settings to use, ``trials`` the
-    history, ``seconds`` the time to charge.
+    method shares (:class:`~stanaccel.sampling.engine.Trained`).
+
+    The trials, in order: the default setting (the values the method uses
+    without tuning: the user's, the warm-up's or the defaults) twice, with
+    two seeds; the search (``budget - 3`` trials, never the same setting
+    twice); the search's best (highest posterior mean) once more. The best
+    is chosen only when its mean score beats the default's by more than the
+    noise, the larger spread of the two repeated pairs; otherwise the
+    default is kept. A failed trial scores as the worst.
+
+    Returns
+    -------
+    TuningResult
+        ``best``: the settings to use (the default's when kept); ``trials``
+        the history; ``seconds`` the time to charge; ``summary`` the
+        default's scores, the noise, the number of distinct settings and
+        failures, and ``kept_default``.
+
+    Raises
+    ------
+    ValueError
+        Every trial failed, the default's too (its reason named).
     """
     from stanaccel.sampling.engine import run_sampler
 
     say = say or (lambda line: None)
-    space = checked_space(spec, config, tuning.settings(model.dim))
+    began = time.perf_counter()
+    tuned = tuning.settings(model.dim)
+    space = checked_space(spec, config, tuned, smallest_beta(config, model, data))
+    resolved = config.resolve(tuned)[0]
+    default = {name: _plain(getattr(resolved, name)) for name in space.names}
     trial_seeds = iter(np.random.SeedSequence(seed).generate_state(spec.budget + 1))
     record = spec.objective == "autocorrelation"
+    used: dict[str, Any] = {}
 
-    def objective(settings: dict[str, Any], rng: np.random.Generator) -> tuple[float, dict]:
-        trial = with_settings(config, {**settings, "chains": spec.chains, "draws": spec.draws})
-        start = time.perf_counter()
+    def run(settings: dict[str, Any] | None) -> tuple[float, dict]:
+        """One trial's score: ``settings`` (None: the default's) on short chains."""
+        trial = with_settings(config, {**(settings or {}), "chains": spec.chains, "draws": spec.draws})
         result = run_sampler(
             trial, model, data, tuning, seed=int(next(trial_seeds)), charged={}, trained=trained,
             describe=False, record_log_density=record,
         )  # fmt: skip
-        value, details = score(result, spec.objective)
-        shown = ", ".join(f"{k} {v:.3g}" if isinstance(v, float) else f"{k} {v}" for k, v in settings.items())
-        say(f"tuning trial {shown}: {spec.objective} {value:.4g} ({time.perf_counter() - start:.1f} s)")
-        return value, details
+        used.update({name: _plain(getattr(result.config, name)) for name in space.names})
+        return score(result, spec.objective)
 
+    def told(trial: Trial) -> Trial:
+        """``trial``, said on the console."""
+        count[0] += 1
+        shown = f"tuning trial {count[0]} ({trial.role}) {_shown(trial.settings)}"
+        outcome = (
+            f"{spec.objective} {trial.value:.4g}" if trial.ok else f"failed, scored worst ({trial.failed})"
+        )
+        say(f"{shown}: {outcome} ({trial.seconds:.1f} s)")
+        return trial
+
+    def measure(settings: dict[str, Any] | None, role: str) -> Trial:
+        """One trial outside the search (the default's, the best's repeat)."""
+        used.clear()
+        trial = evaluate(lambda s, rng: run(settings), default if settings is None else settings, None, role)
+        if settings is None and used:  # a step the sampler tunes itself (pCN's) is known after the run
+            trial.settings = dict(used)
+        return told(trial)
+
+    def search(settings: dict[str, Any], rng) -> tuple[float, dict]:
+        """The search's objective: the trial (said, and failed as :func:`evaluate` would fail it)."""
+        trial = told(evaluate(lambda s, rng: run(s), settings, rng))
+        if not trial.ok:
+            raise TrialFailed(trial.failed)
+        return trial.value, trial.details
+
+    count = [0]
     say(f"tuning {', '.join(space.names)} of {config.method}: {spec.budget} trials of "
-        f"{spec.chains} x {spec.draws} draws, objective {spec.objective}")  # fmt: skip
-    return bayesian_optimisation(objective, space, budget=spec.budget, seed=seed)
+        f"{spec.chains} x {spec.draws} draws, objective {spec.objective} (the default twice, "
+        f"{spec.budget - EXTRA_TRIALS} searching, the best again)")  # fmt: skip
+    first = [measure(None, "default"), measure(None, "default again")]
+    default = next((t.settings for t in first if t.ok), first[0].settings)
+    found = bayesian_optimisation(search, space, budget=spec.budget - EXTRA_TRIALS, seed=seed, observed=first)
+    # The best is measured again only if it can still win: a first score at or below the default's
+    # mean cannot make a mean of two that beats it by more than their spread.
+    best = next((t for t in found.trials if t.role == "search" and t.settings == found.best), None)
+    pair = None
+    if best is not None and best.value > _mean(first):
+        pair = [best, measure(found.best, "best again")]
+        found.trials = [*found.trials, pair[1]]
+    found.summary = _verdict(found, first, pair, default, spec.objective)
+    found.best = found.summary["chosen"]
+    found.best_value = _mean(pair) if not found.summary["kept_default"] else _mean(first)
+    found.seconds = time.perf_counter() - began
+    for line in _report(found.summary, spec.objective):
+        say(line)
+    return found
+
+
+def _plain(value):
+    return value.item() if isinstance(value, np.generic) else value
+
+
+def _shown(settings: dict[str, Any]) -> str:
+    return ", ".join(f"{k} {v:.3g}" if isinstance(v, float) else f"{k} {v}" for k, v in settings.items())
+
+
+def _mean(trials: list[Trial]) -> float:
+    """The mean score of repeated trials of one setting (-inf if any failed)."""
+    return float(np.mean([t.value for t in trials])) if all(t.ok for t in trials) else -np.inf
+
+
+def _verdict(
+    found: TuningResult, first: list[Trial], pair: list[Trial] | None, default: dict, objective: str
+):
+    """The choice between the default and the search's best, and the numbers behind it.
+
+    ``first``: the default's two trials; ``pair``: the best's two (None
+    when it was not measured again). The best replaces the default only if
+    its mean beats the default's mean by more than the noise: the larger
+    spread (absolute difference) of the repeated pairs that succeeded.
+    """
+    spreads = [abs(a.value - b.value) for a, b in filter(None, [first, pair]) if a.ok and b.ok]
+    noise = max(spreads) if spreads else None
+    default_score = _mean(first)
+    best_score = _mean(pair) if pair is not None else -np.inf
+    advantage = best_score - default_score
+    if pair is None:
+        reason = "no trial beat the default" if found.best != default else "the search's best is the default"
+    elif not np.isfinite(best_score):
+        reason = "the search's best failed when measured again"
+    elif not np.isfinite(default_score):
+        reason = "the default failed in a trial"
+    elif advantage > (noise or 0.0):
+        reason = f"the best's advantage {advantage:.4g} is above the noise {noise:.4g}"
+    elif advantage > 0:
+        reason = f"the best's advantage {advantage:.4g} is within the noise {noise:.4g}"
+    else:
+        reason = "the best measured again did not beat the default"
+    chosen = pair is not None and np.isfinite(best_score) and advantage > (noise or 0.0)
+    return {
+        "objective": objective,
+        "chosen": dict(found.best if chosen else default),
+        "kept_default": not chosen,
+        "chosen_score": _finite(best_score if chosen else default_score),
+        "reason": reason,
+        "default": dict(default),
+        "default_scores": [t.value if t.ok else None for t in first],
+        "default_spread": abs(first[0].value - first[1].value) if all(t.ok for t in first) else None,
+        "best": dict(found.best),
+        "best_scores": None if pair is None else [t.value if t.ok else None for t in pair],
+        "noise": noise,
+        "advantage": _finite(advantage),
+        "trials": len(found.trials),
+        "distinct": found.distinct,
+        "failed": found.failures,
+    }
+
+
+def _finite(value: float) -> float | None:
+    """``value`` as a float, or None if it is not finite (for JSON)."""
+    return float(value) if np.isfinite(value) else None
+
+
+def _report(summary: dict, objective: str) -> list[str]:
+    """The console lines of a tuning's verdict."""
+
+    def scores(values):
+        return " and ".join("failed" if v is None else f"{v:.4g}" for v in values)
+
+    lines = [f"tuning: the default {_shown(summary['default'])} scored {scores(summary['default_scores'])} "
+             f"{objective}" + (f" (spread {summary['default_spread']:.3g}, "
+             f"{_relative(summary['default_spread'], summary['default_scores'])})"
+             if summary["default_spread"] is not None else "")]  # fmt: skip
+    if summary["best_scores"] is not None:
+        lines.append(
+            f"tuning: the search's best {_shown(summary['best'])} scored {scores(summary['best_scores'])}"
+        )
+    lines.append(
+        f"tuning: {summary['trials']} trials of {summary['distinct']} distinct settings, "
+        f"{summary['failed']} failed; {summary['reason']}: "
+        + ("keeping the default" if summary["kept_default"] else "using the best")
+    )
+    return lines
+
+
+def _relative(spread: float, values: list) -> str:
+    mean = float(np.mean(values))
+    return f"{100 * spread / abs(mean):.0f}% of the mean" if mean else "the mean is 0"

@@ -268,6 +268,21 @@ class Space:
                     raise ConfigError(f"tuning space for method {method!r}: {error}") from None
         return self
 
+    def contains(self, settings: dict) -> bool:
+        """Whether ``settings`` has a value for every dimension, inside its range or among its choices."""
+        for d in self.dimensions:
+            if d.name not in settings:
+                return False
+            value = settings[d.name]
+            if isinstance(d, Categorical):
+                if value not in d.choices:
+                    return False
+            elif not _is_number(value) or not d.low <= value <= d.high:
+                return False
+            elif isinstance(d, Integer) and value != int(value):
+                return False
+        return True
+
     def to_unit(self, settings: list[dict]) -> np.ndarray:
         """The settings as points of the unit cube, (n, d), in the order of :attr:`names`."""
         for row in settings:
