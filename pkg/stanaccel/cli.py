@@ -397,7 +397,12 @@ def build_parser() -> argparse.ArgumentParser:
         "their time is charged to the run",
     )
     tune.add_argument("--tune", action="store_true", help="tune the settings (default space per method)")
-    tune.add_argument("--tune-budget", type=int, metavar="N", help="trials (default 16)")
+    tune.add_argument(
+        "--tune-budget",
+        type=int,
+        metavar="N",
+        help="trials, at least 4 (default 16): two measure the default setting, one repeats the best",
+    )
     tune.add_argument("--tune-draws", type=int, metavar="N", help="draws per chain of a trial (default 200)")
     tune.add_argument("--tune-chains", type=int, metavar="N", help="chains of a trial (default 2)")
     tune.add_argument("--tune-objective", choices=OBJECTIVES,

@@ -180,3 +180,21 @@ def test_nan_in_the_data_names_the_variable_before_the_warmup(files, capsys):
         argv = [command[0], str(files / "regression.stan"), "--data", str(files / "nan.json"), *command[1:]]
         assert main([*argv, "-o", str(files / "x.nc")]) == 2
         assert "y[4] = nan: NaN or infinity in the data" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("settings", [{"beta_min": 0.01}, {"betas": [1.0, 0.5, 0.02]}])
+def test_a_ladder_whose_hottest_subset_the_program_refuses_is_named_before_the_warmup(files, settings):
+    # regression.stan declares int<lower=2> N; 0.01 or 0.02 of its 40 observations rounds to 0 or 1
+    key = next(iter(settings))
+    lines = []
+    with pytest.raises(
+        ConfigError, match=rf"settings: {key}: the ladder's hottest level .* takes [01] of the 40"
+    ):
+        sample(
+            files / "regression.stan",
+            files / "data.json",
+            "spt",
+            {"warmup": 20, "observations": OBSERVATIONS, **settings},
+            log=lines.append,
+        )
+    assert lines == []

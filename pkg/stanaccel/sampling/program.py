@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 
 from stanaccel.approx import ApproximationPair, KeepConstants, low_rank
+from stanaccel.kernels.ladder import geometric_betas
 from stanaccel.observations import BUNDLED, EXAMPLE, Observations, guess
 from stanaccel.sampling.config import Approximation, ConfigError, SamplerConfig
 from stanaccel.seeds import spawn_seed
@@ -274,6 +275,8 @@ def check_instance(
             f"those fields cut to {m} entries): {error}. Every data variable with one entry per "
             f"observation must be among the fields{hint}"
         ) from None
+    if config.method in ("spt", "stt"):
+        _check_smallest_level(config, model, program, data, observations, n, sources)
     for spec in subsets:
         if not spec.scale:
             continue
@@ -286,6 +289,28 @@ def check_instance(
                 f"{beta:g}, which {program.name} refuses: {error}. Declare beta without an upper bound "
                 "(real<lower=0> beta;), or set scale = false in the approximation"
             ) from None
+
+
+def _check_smallest_level(config, model, program, data, observations, n, sources) -> None:
+    """The hottest level of a subsampled ladder (about beta_min N observations) is a valid instance.
+
+    A ladder's subsets are nested, so the smallest one is the only one to try.
+    A program that declares ``int<lower=1> N`` refuses an empty subset, which
+    a small ``beta_min`` gives on few observations.
+    """
+    betas = geometric_betas(config.levels, config.beta_min) if config.betas is None else config.betas
+    key = "beta_min" if config.betas is None else "betas"
+    smallest = min(betas)
+    size = int(round(smallest * n))
+    try:
+        model.with_data(observations.take(data, np.arange(size)))
+    except StanError as error:
+        where = sources if isinstance(sources, str) else sources.get(key, "settings")
+        raise ConfigError(
+            f"{where}: {key}: the ladder's hottest level (beta = {smallest:.3g}) takes {size} of the {n} "
+            f"observations, which {program.name} refuses: {error}. Raise the smallest beta so that it keeps "
+            "as many observations as the program needs"
+        ) from None
 
 
 def nonfinite_data(data: dict[str, Any]) -> list[str]:
