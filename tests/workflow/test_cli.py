@@ -1,6 +1,7 @@
 """The command line and workflow files, end to end with real Stan runs."""
 
 import json
+import re
 
 import numpy as np
 import pytest
@@ -60,6 +61,12 @@ def test_cli_nuts_writes_inference_data_and_prints_summary(tmp_path, capsys, mvn
     printed = capsys.readouterr().out
     assert "theta[0]" in printed and "r_hat" in printed and "ESS bulk min" in printed
     assert az.from_netcdf(str(out)).posterior["theta"].shape == (2, 100, 2)
+    # Its warm-up, borrowed by a second run, is charged to that run (like with like).
+    again = ["nuts", "mvn_mean", "--data", str(data), "--warmup-from", str(out), "--draws", "50", "--quiet"]
+    assert main([*again, "--output", str(tmp_path / "again.nc")]) == 0
+    assert re.search(
+        r"the warm-up from .*fit.nc took \d+\.\d+ s: charged to this run", capsys.readouterr().out
+    )
 
 
 def test_cli_reports_compile_errors_without_a_traceback(tmp_path, capsys):
