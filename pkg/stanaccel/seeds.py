@@ -23,3 +23,12 @@ def spawn_seeds(seed: int | np.random.SeedSequence, names: list[str] | tuple[str
 def spawn_seed(seed: int, *path: int) -> int:
     """The 32-bit seed of the child at ``path`` (for example ``(size_index, sampler_index)``) of ``seed``."""
     return int(np.random.SeedSequence(seed, spawn_key=path).generate_state(1)[0])
+
+
+def draw_seeds(seed: int, chain: int, draws: int) -> np.ndarray:
+    """A 32-bit seed for each of the first ``draws`` draws of chain ``chain`` of a run seeded ``seed``.
+
+    The seeds of a chain's first k draws are the same whatever ``draws`` is
+    (k <= ``draws``), so a run stopped early keeps its draws' seeds.
+    """
+    return np.random.SeedSequence(seed, spawn_key=(chain,)).generate_state(draws)
