@@ -18,6 +18,7 @@ from stanaccel.gpdensity import GaussianBase, GibbsSampler, SquaredExponential, 
 from stanaccel.gpdensity.gibbs import GibbsRun
 from stanaccel.gpdensity.stan_baseline import StanBaselineFit
 from stanaccel.kernels import KernelRun, RandomWalkMetropolis, run_chains
+from stanaccel.results import stan_names
 from stanaccel.stan.nuts import NutsFit, NutsSettings, sample_nuts
 
 CHAINS, DRAWS = 4, 400
@@ -74,6 +75,13 @@ def test_kernel_run_draws_are_the_constrained_values_flattened(kernel_run):
     flat = kernel_run.draws(concat_chains=True)
     assert flat.shape == (CHAINS * DRAWS, 3)
     np.testing.assert_array_equal(flat[DRAWS], draws[1, 0])
+
+
+def test_column_names_say_which_column_of_draws_is_which(kernel_run):
+    assert kernel_run.column_names() == ["scale", "both[1]", "both[2]"]
+    assert stan_names("m", (2, 3))[:4] == ["m[1,1]", "m[1,2]", "m[1,3]", "m[2,1]"]  # row-major, as draws()
+    fit = fake_nuts_fit()
+    assert fit.column_names() == ["mu", "tau", "v[1]", "v[2]"] and fit.draws().shape[-1] == 4
 
 
 def test_kernel_run_without_constrain_draws_the_positions():
