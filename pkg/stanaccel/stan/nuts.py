@@ -255,7 +255,8 @@ class NutsFit(Result):
         if not self.generated:
             return np.zeros((self.chains, self.num_draws), dtype=bool)
         nan = [np.isnan(values[name]).reshape(self.chains, self.num_draws, -1) for name in self.generated]
-        return np.all(np.concatenate(nan, axis=-1), axis=-1)
+        nan = np.concatenate(nan, axis=-1)
+        return nan.all(axis=-1) if nan.shape[-1] else np.zeros(nan.shape[:2], dtype=bool)
 
     def _metrics_arguments(self) -> dict[str, Any]:
         """The run's cost for ``metrics()``: wall time and gradient evaluations (warm-up included)."""

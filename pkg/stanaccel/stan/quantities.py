@@ -18,10 +18,12 @@ transformed parameters and generated quantities; a generated quantity named
 ``from_cmdstanpy(log_likelihood="log_lik")`` puts it), where ``arviz.loo``
 and ``arviz.waic`` read it.
 
-A draw whose generated quantities ``reject`` (or whose transformed
-parameters fail their constraints, possible for an approximate method) keeps
-its parameters, and its other values are NaN, as Stan's services write them;
-it is counted (``Quantities.failed``), and the run goes on.
+A draw whose generated quantities raise a Stan error (a ``reject``, a
+domain error, an index out of range) or whose transformed parameters fail
+their constraints (possible for an approximate method) keeps its parameters,
+and its other values are NaN, as Stan's services write them; it is counted
+(``Quantities.failed``, with the first error), and the run goes on: an error
+in the generated quantities never loses the draws.
 """
 
 from __future__ import annotations
