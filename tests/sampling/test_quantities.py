@@ -15,6 +15,7 @@ import pytest
 from scipy.stats import norm
 
 from stanaccel.diagnostics import reference_z_scores
+from stanaccel.diagnostics.figures import plotted_coords
 from stanaccel.sampling import sample
 from stanaccel.sampling.tasks import restore, spill
 from stanaccel.stan import write_data
@@ -104,6 +105,7 @@ def test_names_as_stan_names_them(results):
             result.draws()[..., 3], result.to_inference_data().posterior["u"][..., 1]
         )
         assert set(result.metrics()["ess_bulk"]) == set(summary.index)
+        assert plotted_coords(result.to_inference_data())[1] == list(summary.index)  # the report's figures
     loo = az.loo(results["hmc"].to_inference_data())  # ArviZ finds the pointwise log likelihood
     assert np.isfinite(loo["elpd_loo"])
 
