@@ -18,6 +18,7 @@ from stanaccel.gpdensity import GaussianBase, GibbsSampler, SquaredExponential, 
 from stanaccel.gpdensity.gibbs import GibbsRun
 from stanaccel.gpdensity.stan_baseline import StanBaselineFit
 from stanaccel.kernels import KernelRun, RandomWalkMetropolis, run_chains
+from stanaccel.results import stan_names
 from stanaccel.stan.nuts import NutsFit, NutsSettings, sample_nuts
 
 CHAINS, DRAWS = 4, 400
@@ -76,20 +77,27 @@ def test_kernel_run_draws_are_the_constrained_values_flattened(kernel_run):
     np.testing.assert_array_equal(flat[DRAWS], draws[1, 0])
 
 
+def test_column_names_say_which_column_of_draws_is_which(kernel_run):
+    assert kernel_run.column_names() == ["scale", "both[1]", "both[2]"]
+    assert stan_names("m", (2, 3))[:4] == ["m[1,1]", "m[1,2]", "m[1,3]", "m[2,1]"]  # row-major, as draws()
+    fit = fake_nuts_fit()
+    assert fit.column_names() == ["mu", "tau", "v[1]", "v[2]"] and fit.draws().shape[-1] == 4
+
+
 def test_kernel_run_without_constrain_draws_the_positions():
     run = normal_run()
     np.testing.assert_array_equal(run.draws(), run.positions)
     assert run.draws(concat_chains=True).shape == (CHAINS * DRAWS, 2)
-    assert list(run.summary().index) == ["theta_unc[0]", "theta_unc[1]"]
+    assert list(run.summary().index) == ["theta_unc[1]", "theta_unc[2]"]
 
 
 def test_kernel_run_inference_data_summary_and_metrics(kernel_run):
     idata = kernel_run.to_inference_data()
     np.testing.assert_array_equal(idata.posterior["both"].values, kernel_run.constrained["both"])
     table = kernel_run.summary()
-    assert list(table.index) == ["scale", "both[0]", "both[1]"]
-    assert np.all(np.abs(table.loc[["both[0]", "both[1]"], "mean"]) < 0.3)
-    assert list(kernel_run.summary(var_names=["both"]).index) == ["both[0]", "both[1]"]
+    assert list(table.index) == ["scale", "both[1]", "both[2]"]
+    assert np.all(np.abs(table.loc[["both[1]", "both[2]"], "mean"]) < 0.3)
+    assert list(kernel_run.summary(var_names=["both"]).index) == ["both[1]", "both[2]"]
     metrics = kernel_run.metrics()
     assert metrics["chains"] == CHAINS and metrics["draws_per_chain"] == DRAWS
     assert 50 < metrics["ess_bulk_min"] < CHAINS * DRAWS and metrics["rhat_max"] < 1.1
@@ -154,7 +162,7 @@ def test_nuts_fit_verbs(tmp_path):
     assert fit.draws().shape == (2, 50, 4)
     assert fit.draws(inc_warmup=True).shape == (2, 60, 4)
     assert fit.draws(inc_warmup=True, concat_chains=True).shape == (120, 4)
-    assert list(fit.summary().index) == ["mu", "tau", "v[0]", "v[1]"]
+    assert list(fit.summary().index) == ["mu", "tau", "v[1]", "v[2]"]
     metrics = fit.metrics()
     assert {"ess_bulk_min", "rhat_max"} <= set(metrics)
     assert metrics["gradient_evaluations"] == 3 * 2 * 60 and metrics["wall_seconds"] == 0.25

@@ -7,7 +7,8 @@ A NUTS fit (:class:`~stanaccel.stan.nuts.NutsFit`), a kernel run
 :class:`Result` turns that one method into the verbs a user reaches for, as
 cmdstanpy's fit objects offer them:
 
-- ``draws()``: the posterior draws as one NumPy array;
+- ``draws()``: the posterior draws as one NumPy array, ``column_names()``
+  naming its columns as Stan does (``b[1]``, ``m[2,1]``);
 - ``to_inference_data()``: ArviZ InferenceData (made once, then cached);
 - ``summary()``: ArviZ's summary table of the posterior;
 - ``metrics()``: ESS, R-hat and ESS per second (:func:`~stanaccel.diagnostics.convergence_metrics`);
@@ -23,6 +24,7 @@ are loaded inside the methods that need them.
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -33,6 +35,45 @@ if TYPE_CHECKING:
     import pandas
 
 _CACHE = "_result_inference_data"  # the instance attribute holding the InferenceData, once made
+
+
+@dataclass
+class Quantities:
+    """Named values at each draw of a run, as a sampler's ``constrain`` function may give them.
+
+    :func:`stanaccel.stan.quantities.stan_quantities` gives them for a Stan
+    program (parameters, transformed parameters, generated quantities); a
+    Python target's ``constrain`` gives a plain dict, which is ``posterior`` alone.
+
+    Attributes
+    ----------
+    posterior : dict of ndarray (chains, draws, ...)
+        The variables of the posterior group.
+    log_likelihood : dict of ndarray (chains, draws, ...)
+        The variables of the ``log_likelihood`` group (``log_lik``), if any.
+    failed : ndarray (chains, draws) of bool, optional
+        Draws whose values could not be computed (a ``reject`` in generated
+        quantities): their values are NaN.
+    error : str, optional
+        The first such draw's error message.
+    """
+
+    posterior: dict[str, np.ndarray]
+    log_likelihood: dict[str, np.ndarray] = field(default_factory=dict)
+    failed: np.ndarray | None = None
+    error: str | None = None
+
+    @classmethod
+    def of(cls, values: Quantities | dict[str, np.ndarray]) -> Quantities:
+        """``values`` as Quantities: a dict is the posterior alone."""
+        return values if isinstance(values, Quantities) else cls(dict(values))
+
+
+def stan_names(name: str, shape: tuple[int, ...]) -> list[str]:
+    """Stan's names of a variable's scalars in row-major order: ``b`` or ``b[1]``, ``b[2]``, ``m[1,2]``."""
+    if not shape:
+        return [name]
+    return [f"{name}[{','.join(str(i + 1) for i in index)}]" for index in np.ndindex(*shape)]
 
 
 class Result:
@@ -120,6 +161,9 @@ class Result:
             The posterior variables in the order of ``inference_groups()["posterior"]``,
             each flattened in row-major (C) order after its (chain, draw) axes
             and set side by side, so ``n`` is the number of scalars.
+            :meth:`column_names` names the columns. For a Stan program these are
+            its parameters, transformed parameters and generated quantities;
+            ``log_lik`` is in the ``log_likelihood`` group, not here.
         """
         posterior = self.inference_groups()["posterior"]
         columns = []
@@ -128,3 +172,14 @@ class Result:
             columns.append(array.reshape(*array.shape[:2], int(np.prod(array.shape[2:], dtype=int))))
         out = np.concatenate(columns, axis=-1)
         return out.reshape(-1, out.shape[-1]) if concat_chains else out
+
+    def column_names(self) -> list[str]:
+        """The name of each column of :meth:`draws`, as Stan names the scalars: ``b[1]``, ``m[1,2]``.
+
+        Indices count from 1 in row-major order (the last index fastest),
+        as ``draws()`` flattens each variable and as ``summary()`` names its rows.
+        """
+        names = []
+        for name, value in self.inference_groups()["posterior"].items():
+            names += stan_names(name, np.shape(value)[2:])
+        return names

@@ -35,3 +35,12 @@ def check_seed(seed, where: str = "seed", below: int = 2**63) -> int:
         limit = "2**32" if below == 2**32 else "2**63" if below == 2**63 else f"{below}"
         raise ValueError(f"{where} = {seed!r}: expected a non-negative integer below {limit}")
     return int(seed)
+
+
+def draw_seeds(seed: int, chain: int, draws: int) -> np.ndarray:
+    """A 32-bit seed for each of the first ``draws`` draws of chain ``chain`` of a run seeded ``seed``.
+
+    The seeds of a chain's first k draws are the same whatever ``draws`` is
+    (k <= ``draws``), so a run stopped early keeps its draws' seeds.
+    """
+    return np.random.SeedSequence(seed, spawn_key=(chain,)).generate_state(draws)

@@ -100,3 +100,39 @@ def regression_posterior(data: dict) -> tuple[np.ndarray, np.ndarray]:
     precision = np.eye(2) / 4 + X.T @ X / data["sigma"] ** 2
     cov = np.linalg.inv(precision)
     return cov @ X.T @ data["y"] / data["sigma"] ** 2, np.sqrt(np.diag(cov))
+
+
+# REGRESSION with every block a user's program may have: a transformed
+# parameter, generated quantities drawn with an _rng, the pointwise `log_lik`
+# (for the log_likelihood group and loo), and a generated-quantities reject
+# (a draw whose slope is above `reject_above`), to test what each method writes.
+QUANTITIES = """
+data {
+  int<lower=2> N;
+  vector[N] x;
+  vector[N] y;
+  real<lower=0> sigma;
+  real<lower=0> beta;
+  real reject_above;
+}
+parameters {
+  vector[2] coef;
+}
+transformed parameters {
+  vector[2] u = exp(coef);
+}
+model {
+  coef ~ normal(0, 2);
+  target += beta * normal_lpdf(y | coef[1] + coef[2] * x, sigma);
+}
+generated quantities {
+  real y_new = normal_rng(coef[1] + 0.5 * coef[2], sigma);
+  vector[N] log_lik;
+  for (n in 1:N) {
+    log_lik[n] = normal_lpdf(y[n] | coef[1] + coef[2] * x[n], sigma);
+  }
+  if (coef[2] > reject_above) {
+    reject("slope ", coef[2], " above ", reject_above);
+  }
+}
+"""

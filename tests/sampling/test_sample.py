@@ -157,7 +157,7 @@ def test_result_verbs(files, tmp_path):
         progress=False,
     )
     assert result.draws().shape == (4, 200, 2)
-    assert list(result.summary().index) == ["coef[0]", "coef[1]"]
+    assert list(result.summary().index) == ["coef[1]", "coef[2]"]
     metrics = result.metrics()
     assert metrics["wall_seconds"] > metrics["sampling_seconds"] > 0  # the warm-up is charged
     assert metrics["ess_per_second"] < metrics["ess_per_second_sampling"]

@@ -39,7 +39,7 @@ def test_cli_sample_with_config_file_and_set(tmp_path, capsys):
     )
     captured = capsys.readouterr()
     assert code == 0, captured.err
-    assert "coef[0]" in captured.out and "TT (MH) (exact sampler;" in captured.out
+    assert "coef[1]" in captured.out and "TT (MH) (exact sampler;" in captured.out
     attrs = az.from_netcdf(out).posterior.attrs
     settings, sources = json.loads(attrs["settings"]), json.loads(attrs["setting_sources"])
     assert settings["inner"] == "mh" and settings["levels"] == 3 and settings["draws"] == 300  # --set wins

@@ -59,7 +59,7 @@ def test_cli_nuts_writes_inference_data_and_prints_summary(tmp_path, capsys, mvn
     )
     assert code == 0
     printed = capsys.readouterr().out
-    assert "theta[0]" in printed and "r_hat" in printed and "ESS bulk min" in printed
+    assert "theta[1]" in printed and "r_hat" in printed and "ESS bulk min" in printed
     assert az.from_netcdf(str(out)).posterior["theta"].shape == (2, 100, 2)
     # Its warm-up, borrowed by a second run, is charged to that run (like with like).
     again = ["nuts", "mvn_mean", "--data", str(data), "--warmup-from", str(out), "--draws", "50", "--quiet"]

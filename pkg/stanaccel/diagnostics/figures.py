@@ -21,6 +21,7 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import NullFormatter
 
 from stanaccel.diagnostics._arviz import az
+from stanaccel.results import stan_names
 
 MAX_PLOTTED = 6  # parameters (scalars) in trace and rank plots: keeps the page a few MB
 DPI = 96
@@ -48,14 +49,11 @@ def plotted_coords(idata: az.InferenceData, limit: int = MAX_PLOTTED) -> tuple[a
     names, arrays = [], {}
     for name, array in idata.posterior.data_vars.items():
         values = array.values.reshape(array.shape[0], array.shape[1], -1)
+        labels = stan_names(name, array.shape[2:])  # b[1], as the summary names it
         for i in range(values.shape[2]):
             if len(names) == limit:
                 break
-            label = (
-                name
-                if array.ndim == 2
-                else f"{name}[{','.join(map(str, np.unravel_index(i, array.shape[2:])))}]"
-            )
+            label = labels[i]
             names.append(label)
             arrays[label] = values[:, :, i]
     return az.from_dict(posterior=arrays), names

@@ -33,8 +33,12 @@ def _flat(dataset) -> dict[str, float]:
         if array.ndim == 0:
             out[name] = float(values[0])
             continue
-        for index in np.ndindex(array.shape):
-            out[f"{name}[{','.join(map(str, index))}]"] = float(array.values[index])
+        for index in np.ndindex(array.shape):  # named by coordinates, as summary() names its rows
+            labels = [
+                array[dim].values[i] if dim in array.coords else i
+                for dim, i in zip(array.dims, index, strict=True)
+            ]
+            out[f"{name}[{','.join(map(str, labels))}]"] = float(array.values[index])
     return out
 
 

@@ -39,7 +39,7 @@ from stanaccel.kernels import checkpoint as checkpoints
 from stanaccel.kernels.checkpoint import ChainCheckpoint, fingerprint
 from stanaccel.kernels.state import UndefinedStartError
 from stanaccel.progress import ChainBars
-from stanaccel.results import Result
+from stanaccel.results import Quantities, Result
 
 FAILURES_BEFORE_WARNING = 100
 """Failed steps in a row after which a chain warns. A healthy chain near the edge
@@ -97,6 +97,20 @@ class KernelRun(Result):
     summaries : list
         Each chain's kernel summary (tempering diagnostics), if the kernel has one.
     interrupted : bool
+    constrained : dict of ndarray (chains, draws, ...), optional
+        The posterior group's named values (``constrain`` of the draws): for a
+        Stan program its parameters, transformed parameters and generated
+        quantities (:mod:`stanaccel.stan.quantities`); without, the posterior
+        group is the unconstrained ``theta_unc``.
+    log_likelihood : dict of ndarray (chains, draws, ...), optional
+        The ``log_likelihood`` group (a Stan program's ``log_lik``).
+    quantities_failed : ndarray (chains, draws) of bool, optional
+        Draws whose generated quantities failed (a ``reject``): NaN in
+        ``constrained`` and ``log_likelihood``; in ``sample_stats`` too.
+    quantities_error : str, optional
+        The first such draw's error message.
+    recorded : ndarray (chains, draws, ...), optional
+        What ``record`` kept per draw.
     resumed_draws : ndarray (chains,)
         Draws each chain took from its checkpoint (0: it started afresh).
     """
@@ -115,6 +129,9 @@ class KernelRun(Result):
     summaries: list = field(default_factory=list)
     interrupted: bool = False
     constrained: dict[str, np.ndarray] | None = None
+    log_likelihood: dict[str, np.ndarray] | None = None
+    quantities_failed: np.ndarray | None = None
+    quantities_error: str | None = None
     recorded: np.ndarray | None = None
     resumed_draws: np.ndarray | None = None
 
@@ -135,14 +152,22 @@ class KernelRun(Result):
     def inference_groups(self) -> dict[str, Any]:
         """Groups for ``stanaccel.diagnostics.to_inference_data``."""
         posterior = self.constrained if self.constrained is not None else {"theta_unc": self.positions}
+        stats = {
+            "acceptance_rate": self.acceptance_probability,
+            "accepted": self.accepted,
+            "diverging": self.divergent,
+            "failed": self.failed,
+        }
+        attrs = {}
+        if self.quantities_failed is not None:
+            stats["quantities_failed"] = self.quantities_failed
+            attrs["quantities_failed"] = int(self.quantities_failed.sum())
+        if self.quantities_error:
+            attrs["quantities_error"] = self.quantities_error
         return {
             "posterior": posterior,
-            "sample_stats": {
-                "acceptance_rate": self.acceptance_probability,
-                "accepted": self.accepted,
-                "diverging": self.divergent,
-                "failed": self.failed,
-            },
+            "log_likelihood": self.log_likelihood or {},
+            "sample_stats": stats,
             "unconstrained_posterior": {"theta_unc": self.positions},
             "attrs": {
                 "sampler": self.sampler,
@@ -152,8 +177,22 @@ class KernelRun(Result):
                 "evaluations": int(self.evaluations.sum()),
                 "failed_proposals": int(self.failed_proposals.sum()),
                 "interrupted": self.interrupted,
+                **attrs,
             },
         }
+
+
+def quantity_fields(values: Quantities | dict[str, np.ndarray] | None) -> dict[str, Any]:
+    """The :class:`KernelRun` fields of what a ``constrain`` function returned (None: none)."""
+    if values is None:
+        return {}
+    values = Quantities.of(values)
+    return {
+        "constrained": values.posterior,
+        "log_likelihood": values.log_likelihood or None,
+        "quantities_failed": values.failed,
+        "quantities_error": values.error,
+    }
 
 
 def run_chains(
@@ -183,8 +222,11 @@ def run_chains(
     thin : int
         Keep every ``thin``-th state.
     constrain : callable, optional
-        Maps unconstrained draws (..., dim) to named constrained arrays,
-        for example ``lambda x: model.unflatten(np.apply_along_axis(model.param_constrain, -1, x))``.
+        Maps the unconstrained draws (chains, draws, dim) to named constrained
+        arrays (a dict: the posterior group), or to :class:`~stanaccel.results.Quantities`
+        (with a ``log_likelihood`` group and failed draws), for example
+        ``lambda x: stan_quantities(model, x, seed)`` (:mod:`stanaccel.stan.quantities`).
+        Called once, on the kept draws, after the chains end: its time is not in ``wall_seconds``.
     record : callable State -> ndarray, optional
         Something more to keep per draw, in ``KernelRun.recorded`` (chains, draws, ...):
         for example every tempering level, ``stanaccel.kernels.parallel_tempering.all_levels``.
@@ -407,7 +449,7 @@ def run_chains(
         sampler=label,
         summaries=[summary for summary, keep in zip(summaries, ran, strict=True) if keep],
         interrupted=interrupted,
-        constrained=constrain(positions) if constrain is not None else None,
+        **quantity_fields(constrain(positions) if constrain is not None else None),
         recorded=np.array([r[:kept] for r in recorded]) if record is not None else None,
         resumed_draws=np.array([0 if r is None else r.done for r in resumes])[ran],
     )

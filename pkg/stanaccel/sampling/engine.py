@@ -10,7 +10,12 @@ One run, as ``stanaccel sample`` and the ``sample`` workflow step make it:
 3. tune the kernel from it: step size, metric, MH scale, start points; train
    the autoencoder for the latent methods; tune latent and pCN steps;
 4. run the chains, and return a :class:`SampleResult`, whose time charges
-   the warm-up, pilot, training and tuning.
+   the warm-up, pilot, training and tuning;
+5. write every quantity of the program at each kept draw: parameters,
+   transformed parameters and generated quantities, ``log_lik`` as the
+   ``log_likelihood`` group (:mod:`stanaccel.stan.quantities`; Stan's NUTS
+   writes them itself). For the other methods this runs after the chains
+   end, outside the sampling's wall time and ESS per second.
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ from stanaccel.densities import evaluations
 from stanaccel.diagnostics.files import jsonable
 from stanaccel.executors import Executor, SerialExecutor, check_reachable, executor_from
 from stanaccel.kernels import KernelRun, run_chains
+from stanaccel.kernels.driver import quantity_fields
 from stanaccel.programs import program_path
 from stanaccel.results import Result
 from stanaccel.sampling.build import KernelFactory, Tuning, no_laplace
@@ -46,11 +52,12 @@ from stanaccel.sampling.tasks import run_chains_on
 from stanaccel.seeds import check_seed, spawn_seeds
 from stanaccel.stan import CompiledProgram, StanModel, compile_program
 from stanaccel.stan.nuts import NutsFit, WarmupState, sample_nuts
+from stanaccel.stan.quantities import stan_quantities
 
 if TYPE_CHECKING:  # stanaccel.sampling.tune imports stanaccel.tuning, which imports this package's config
     from stanaccel.sampling.tune import TuneSpec
 
-SEEDS = ("nuts", "chains", "tuning", "autoencoder", "subsets", "pilot", "optimisation")
+SEEDS = ("nuts", "chains", "tuning", "autoencoder", "subsets", "pilot", "optimisation", "quantities")
 LATENT = ("ae-hmc", "ae-pcn", "latent-nuts")
 NEEDS_DRAWS = ("pcn", *LATENT)
 
@@ -163,6 +170,12 @@ class SampleResult(Result):
         return self.reports.get("iterations", int(np.prod(run.positions.shape[:2])))
 
     @property
+    def quantities_failed(self) -> int:
+        """Kept draws whose generated quantities failed (a ``reject``): NaN in the posterior, not a crash."""
+        failed = self.run.quantities_failed
+        return 0 if failed is None else int(np.sum(failed))
+
+    @property
     def sampling_seconds(self) -> float:
         """The sampling run's time; for Stan NUTS without its warm-up's share."""
         if self.method == "nuts":
@@ -240,6 +253,7 @@ class SampleResult(Result):
             **metrics,
             "charged_seconds": dict(self.charged_seconds),
             "acceptance": self.acceptance,
+            "quantities_failed": self.quantities_failed,
             "interrupted": self.interrupted,
             "settings": jsonable(self.config.as_dict()),
             "setting_sources": dict(self.sources),
@@ -536,6 +550,7 @@ def run_sampler(
     if method == "latent-nuts":
         run = _latent_nuts(resolved, model, data, maps, tuning, seeds, progress, say, checkpoint)
         reports["iterations"] = resolved.chains * (resolved.warmup + resolved.draws)  # its warm-up counts too
+        _say_failed_quantities(run, say)
         return SampleResult(resolved, config.resolve(tuned)[1], run, name, seed, charged, reports)
     step_key = {
         "pcn": "pcn_step",
@@ -558,7 +573,7 @@ def run_sampler(
             resolved.draws,
             seed=seeds["chains"],
             thin=thin,
-            constrain=_constrainer(model),
+            constrain=_constrainer(model, seeds["quantities"]),
             name=method_label(resolved),
             progress=progress,
             checkpoint=_part(checkpoint, "chains"),
@@ -569,7 +584,7 @@ def run_sampler(
         say(f"chains on {executor!r} (no checkpoints: each task's chain runs to its end)")
         run, densities = run_chains_on(
             executor, factory, starts, resolved.draws, seed=seeds["chains"], name=method_label(resolved),
-            constrain=_constrainer(model), thin=thin,
+            constrain=_constrainer(model, seeds["quantities"]), thin=thin,
         )  # fmt: skip
     if thin > 1:
         reports["iterations"] = resolved.chains * resolved.draws * thin
@@ -577,6 +592,7 @@ def run_sampler(
     reports["density_costs"] = [
         {"exact": _cost(d["exact"]), "approx": [_cost(a) for a in d["approx"]]} for d in densities
     ]
+    _say_failed_quantities(run, say)
     return SampleResult(resolved, sources_used, run, name, seed, charged, reports)
 
 
@@ -610,6 +626,7 @@ def _nuts(config, model, name, seed, seeds, warmup_from, progress, say, checkpoi
     fit = sample_nuts(
         model, warmup_from=warmup_from, progress=progress, checkpoint=_part(checkpoint, "nuts"), **settings
     )
+    _say_failed_quantities(fit, say)
     return SampleResult(resolved, sources, fit, name, seed, charged)
 
 
@@ -626,6 +643,18 @@ def charge_borrowed(state: WarmupState, charged: dict[str, float], say) -> None:
         )
     else:
         charged[BORROWED] = float(state.seconds)
+
+
+def _say_failed_quantities(run: NutsFit | KernelRun, say) -> None:
+    """Say how many draws' generated quantities failed (NaN there), and the first error, if any did."""
+    failed = run.quantities_failed
+    if failed is None or not np.any(failed):
+        return
+    error = getattr(run, "quantities_error", None)
+    say(
+        f"generated quantities failed at {int(np.sum(failed))} of {failed.size} draws, which hold NaN there"
+        + (f" (first: {error.splitlines()[0]})" if error else "")
+    )
 
 
 def read_warmup(source: WarmupState | str | Path | list, model: StanModel) -> WarmupState:
@@ -707,16 +736,23 @@ def _starts(starts: np.ndarray, chains: int) -> np.ndarray:
     return starts[np.arange(chains) % len(starts)]
 
 
-def _constrainer(model: StanModel):
+def _constrainer(model: StanModel, seed: int):
+    """The ``constrain`` of a run's draws: every quantity of a Stan program, or a Python target's own.
+
+    For a Stan program, :func:`~stanaccel.stan.quantities.stan_quantities`:
+    parameters, transformed parameters and generated quantities (their RNG
+    seeded per draw from ``seed``), ``log_lik`` as the log_likelihood group,
+    a draw whose generated quantities reject NaN and counted. It runs once
+    on the kept draws after the chains end, so its time is not in the
+    sampling's wall time (nor in ESS per second).
+    """
     if hasattr(model, "constrain"):  # a Python target names its own summaries
         return model.constrain
-    variables = model.variables()
 
-    def constrain(positions: np.ndarray) -> dict[str, np.ndarray]:
-        if not len(variables) or positions.size == 0:
-            return {"theta_unc": positions} if not len(variables) else {}
-        flat = np.apply_along_axis(model.param_constrain, -1, positions)
-        return model.unflatten(flat)
+    def constrain(positions: np.ndarray):
+        if not len(model.variables()):
+            return {"theta_unc": positions}
+        return stan_quantities(model, positions, seed)
 
     return constrain
 
@@ -835,7 +871,7 @@ def _latent_nuts(config, model, data, maps, tuning, seeds, progress, say, checkp
         exact=False,
         sampler="NUTS in the latent space (approximate)",
         interrupted=fit.interrupted,
-        constrained=_constrainer(model)(positions),
+        **quantity_fields(_constrainer(model, seeds["quantities"])(positions)),
     )
 
 

@@ -26,8 +26,11 @@ from typing import Any
 import numpy as np
 
 from stanaccel.kernels import KernelRun, run_chains
+from stanaccel.kernels.driver import quantity_fields
 
 ARRAYS = ("positions", "accepted", "acceptance_probability", "divergent", "failed")
+OPTIONAL = ("recorded", "quantities_failed")  # arrays a run may lack (None)
+GROUPS = ("constrained", "log_likelihood")  # dicts of arrays, stored as "group.name"
 
 
 @dataclass
@@ -42,11 +45,14 @@ class SpilledRun:
         with np.load(self.path) as stored:
             arrays = {k: stored[k] for k in stored.files}
         Path(self.path).unlink(missing_ok=True)
-        constrained = {k.removeprefix("constrained."): v for k, v in arrays.items() if "." in k}
+        groups = {
+            group: {k.removeprefix(f"{group}."): v for k, v in arrays.items() if k.startswith(f"{group}.")}
+            for group in GROUPS
+        }
         return KernelRun(
             **{k: arrays[k] for k in ARRAYS},
-            recorded=arrays.get("recorded"),
-            constrained=constrained or None,
+            **{k: arrays.get(k) for k in OPTIONAL},
+            **{group: values or None for group, values in groups.items()},
             **self.fields,
         )
 
@@ -56,13 +62,14 @@ def spill(run: KernelRun, scratch: str | Path | None) -> KernelRun | SpilledRun:
     if scratch is None:
         return run
     arrays = {k: getattr(run, k) for k in ARRAYS}
-    if run.recorded is not None:
-        arrays["recorded"] = run.recorded
-    arrays.update({f"constrained.{k}": v for k, v in (run.constrained or {}).items()})
+    arrays.update({k: getattr(run, k) for k in OPTIONAL if getattr(run, k) is not None})
+    for group in GROUPS:
+        arrays.update({f"{group}.{k}": v for k, v in (getattr(run, group) or {}).items()})
     path = Path(scratch) / f"run-{uuid.uuid4().hex}.npz"
     np.savez(path, **arrays)
-    kept = {k: getattr(run, k) for k in KernelRun.__dataclass_fields__ if k not in (*ARRAYS, "recorded")}
-    kept.pop("constrained")
+    kept = {
+        k: getattr(run, k) for k in KernelRun.__dataclass_fields__ if k not in (*ARRAYS, *OPTIONAL, *GROUPS)
+    }
     return SpilledRun(str(path), kept)
 
 
@@ -143,8 +150,8 @@ def run_chains_on(
     wall = time.perf_counter() - start
     runs = [restore(outcome.run) for outcome in outcomes]
     run = combine(runs, wall)
-    if constrain is not None:
-        run = replace(run, constrained=constrain(run.positions))
+    if constrain is not None:  # after the map, as run_chains does: not in the wall time
+        run = replace(run, **quantity_fields(constrain(run.positions)))
     densities = [d for outcome in outcomes for d in outcome.densities]
     return run, densities
 

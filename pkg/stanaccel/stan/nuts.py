@@ -30,6 +30,7 @@ from stanaccel.results import Result
 from stanaccel.stan.chunks import CHUNK_DRAWS, chunked_chains
 from stanaccel.stan.errors import StanEvaluationError
 from stanaccel.stan.model import StanModel, Variables, unflatten
+from stanaccel.stan.quantities import generated_names, split_log_likelihood, transformed_names
 
 # Stan's sampler columns and the names ArviZ uses for them.
 SAMPLER_COLUMNS = {
@@ -167,7 +168,13 @@ class NutsFit(Result):
     """Draws and diagnostics of a NUTS run, as NumPy arrays with (chain, draw) axes.
 
     A :class:`~stanaccel.results.Result`: ``draws()``, ``summary()``, ``metrics()``,
-    ``to_inference_data()``, ``save(path)``.
+    ``to_inference_data()``, ``save(path)``. Stan's services write every
+    quantity of the program at each iteration (generated quantities with the
+    chain's RNG, so a seed reproduces them); the InferenceData's groups are
+    those of every method (:mod:`stanaccel.stan.quantities`): parameters,
+    transformed parameters and generated quantities in the posterior,
+    ``log_lik`` in ``log_likelihood``, and a draw whose generated quantities
+    rejected (NaN) marked in ``sample_stats["quantities_failed"]``.
 
     Attributes
     ----------
@@ -196,6 +203,8 @@ class NutsFit(Result):
         True if ``step_size`` and ``inv_metric`` are usable for more
         sampling: adapted by a finished warm-up, or given (no adaptation
         asked). False when a warm-up was stopped before it finished.
+    transformed, generated : list of str
+        The names of the program's transformed parameters and generated quantities.
     """
 
     param_names: list[str]
@@ -214,6 +223,8 @@ class NutsFit(Result):
     messages: list[list[str]] = field(default_factory=list)
     interrupted: bool = False
     adapted: bool = True
+    transformed: list[str] = field(default_factory=list)
+    generated: list[str] = field(default_factory=list)
 
     @property
     def chains(self) -> int:
@@ -235,11 +246,38 @@ class NutsFit(Result):
         return float(self.wall_seconds * warm / max(self.gradient_evaluations, 1))
 
     def draws(self, *, inc_warmup: bool = False, concat_chains: bool = False) -> np.ndarray:
-        """Constrained draws, (chains, draws, params) or (chains*draws, params)."""
+        """Every Stan column, (chains, draws, params) or (chains*draws, params), in Stan's order.
+
+        These are ``param_names`` (parameters, transformed parameters and
+        generated quantities, ``log_lik`` included, arrays column-major as in
+        CmdStan's CSV); :meth:`column_names` names them as Stan prints them.
+        """
         out = self.draws_constrained
         if inc_warmup:
             out = np.concatenate([self.warmup_constrained, out], axis=1)
         return out.reshape(-1, out.shape[-1]) if concat_chains else out
+
+    def column_names(self) -> list[str]:
+        """The names of :meth:`draws`'s columns as Stan prints them: ``v[1]`` for ``v.1``, ``m[1,2]``."""
+        return [_bracketed(name) for name in self.param_names]
+
+    @property
+    def quantities_failed(self) -> np.ndarray | None:
+        """(chains, draws): draws whose generated quantities failed (a ``reject``), which Stan writes NaN.
+
+        A draw counts when all its generated quantities are NaN; None for a
+        program without transformed parameters or generated quantities (a
+        draw's transformed parameters never fail: NUTS keeps no draw where
+        the density is undefined).
+        """
+        if not self.transformed and not self.generated:
+            return None
+        values = self.stan_variables()
+        if not self.generated:
+            return np.zeros((self.chains, self.num_draws), dtype=bool)
+        nan = [np.isnan(values[name]).reshape(self.chains, self.num_draws, -1) for name in self.generated]
+        nan = np.concatenate(nan, axis=-1)
+        return nan.all(axis=-1) if nan.shape[-1] else np.zeros(nan.shape[:2], dtype=bool)
 
     def _metrics_arguments(self) -> dict[str, Any]:
         """The run's cost for ``metrics()``: wall time and gradient evaluations (warm-up included)."""
@@ -259,10 +297,19 @@ class NutsFit(Result):
 
     def inference_groups(self) -> dict[str, Any]:
         """Groups for ``stanaccel.diagnostics.to_inference_data``."""
+        posterior, log_likelihood = split_log_likelihood(self.stan_variables(), self.generated)
+        warmup, warmup_log_likelihood = split_log_likelihood(
+            unflatten(self.warmup_constrained, self.variables), self.generated
+        )
+        stats, failed = dict(self.sample_stats), self.quantities_failed
+        if failed is not None:
+            stats["quantities_failed"] = failed
         return {
-            "posterior": self.stan_variables(),
-            "sample_stats": self.sample_stats,
-            "warmup_posterior": unflatten(self.warmup_constrained, self.variables),
+            "posterior": posterior,
+            "log_likelihood": log_likelihood,
+            "sample_stats": stats,
+            "warmup_posterior": warmup,
+            "warmup_log_likelihood": warmup_log_likelihood,
             "warmup_sample_stats": self.warmup_sample_stats,
             "unconstrained_posterior": {"theta_unc": self.draws_unconstrained},
             "adaptation": {
@@ -281,6 +328,7 @@ class NutsFit(Result):
                 "gradient_evaluations": self.gradient_evaluations,
                 "interrupted": self.interrupted,
                 "adapted": self.adapted,
+                **({} if failed is None else {"quantities_failed": int(failed.sum())}),
             },
         }
 
@@ -567,4 +615,12 @@ def _assemble(
         messages=[list(r["messages"]) for r in results],
         interrupted=interrupted,
         adapted=warmup_finished,
+        transformed=transformed_names(model),
+        generated=generated_names(model),
     )
+
+
+def _bracketed(flat_name: str) -> str:
+    """Stan's printed name of a flat column name: ``v[1]`` for ``v.1``, ``m[1,2]`` for ``m.1.2``."""
+    name, *index = flat_name.split(".")
+    return f"{name}[{','.join(index)}]" if index else name
