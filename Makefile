@@ -29,7 +29,7 @@ test: $(STAMP)
 	  if [ "$$(id -u)" = 0 ]; then sh -c '$(CHROMIUM_INSTALL)'; else sudo sh -c '$(CHROMIUM_INSTALL)'; fi; }
 	$(BIN)/ruff check pkg tests benchmarks
 	$(BIN)/ruff format --check pkg tests benchmarks
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n auto --dist loadfile
 
 lint: $(STAMP)
 	$(BIN)/ruff check pkg tests benchmarks

@@ -65,7 +65,9 @@ def test_converged_draws_have_no_warnings_and_stuck_ones_say_why():
     draws[0, :, 1] += 5.0
     bad = convergence_metrics(to_inference_data(groups(draws)))
     assert bad["converged"] is False
-    assert bad["warnings"][0].startswith(f"R-hat {bad['rhat_max']:.3g} (x[1]) is above 1.01")
+    assert bad["warnings"][0].startswith(
+        f"R-hat {bad['rhat_max']:.3g} (x[2]) is above 1.01"
+    )  # the second coordinate, named from 1
 
 
 def test_too_few_effective_draws_are_flagged_per_chain():
