@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import warnings
 from pathlib import Path
 
 INTERRUPTED = 130
@@ -477,6 +478,21 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+_python_show_warning = warnings.showwarning
+
+
+def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:
+    """stanaccel's own warnings as one plain line (``stanaccel: CheckpointWarning: ...``).
+
+    Python's format adds the source file and line that raised it, which
+    tells a user of the command line nothing; other packages' warnings keep it.
+    """
+    if category.__module__.startswith("stanaccel"):
+        print(f"stanaccel: {category.__name__}: {message}", file=file or sys.stderr)
+    else:
+        _python_show_warning(message, category, filename, lineno, file, line)
+
+
 def main(argv: list[str] | None = None) -> int:
     try:
         return _main(argv)
@@ -492,6 +508,7 @@ def _main(argv: list[str] | None) -> int:
     from stanaccel.stan.errors import StanError
 
     enable_build_messages()  # a first compile takes a minute: say so
+    warnings.showwarning = _show_warning
 
     try:
         return args.func(args)

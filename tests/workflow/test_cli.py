@@ -158,3 +158,13 @@ def test_run_seed_overrides_the_files_seed(tmp_path):
     assert records["seven"]["steps"][0]["seed"] != records["file"]["steps"][0]["seed"]
     seven, again_data = ((tmp_path / name / "data" / "data.json").read_text() for name in ("seven", "again"))
     assert seven == again_data
+
+
+def test_stanaccel_warnings_print_as_one_plain_line(capsys):
+    from stanaccel.cli import _show_warning
+    from stanaccel.kernels.driver import CheckpointWarning
+
+    _show_warning(CheckpointWarning("chain 1: not resuming"), CheckpointWarning, "/x/driver.py", 315)
+    assert capsys.readouterr().err == "stanaccel: CheckpointWarning: chain 1: not resuming\n"
+    _show_warning(UserWarning("elsewhere"), UserWarning, "/x/other.py", 7)
+    assert "/x/other.py:7: UserWarning: elsewhere" in capsys.readouterr().err  # other packages' keep Python's
