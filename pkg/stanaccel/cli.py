@@ -478,9 +478,6 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-_python_show_warning = warnings.showwarning
-
-
 def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:
     """stanaccel's own warnings as one plain line (``stanaccel: CheckpointWarning: ...``).
 
@@ -490,7 +487,7 @@ def _show_warning(message, category, filename, lineno, file=None, line=None) -> 
     if category.__module__.startswith("stanaccel"):
         print(f"stanaccel: {category.__name__}: {message}", file=file or sys.stderr)
     else:
-        _python_show_warning(message, category, filename, lineno, file, line)
+        (file or sys.stderr).write(warnings.formatwarning(message, category, filename, lineno, line))
 
 
 def main(argv: list[str] | None = None) -> int:
