@@ -360,7 +360,8 @@ def build_parser() -> argparse.ArgumentParser:
     nuts.add_argument("--quiet", "-q", action="store_true", help="no progress bar")
     nuts.set_defaults(func=_nuts)
 
-    from stanaccel.sampling.config import METHODS, keys
+    from stanaccel.sampling.config import keys
+    from stanaccel.sampling.methods import METHODS
     from stanaccel.sampling.tune import OBJECTIVES
 
     sample = sub.add_parser(

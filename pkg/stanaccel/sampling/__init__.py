@@ -1,5 +1,6 @@
 """Every stanaccel sampler on any Stan program: one configuration, one engine.
 
+- :mod:`~stanaccel.sampling.methods`: the table of methods, one record each, which everything reads;
 - :mod:`~stanaccel.sampling.config`: typed settings per method, checked, with one precedence rule;
 - :mod:`~stanaccel.sampling.program`: what a method needs of the program (``beta``, observations,
   approximations with the same parameters);
@@ -9,8 +10,9 @@
 """
 
 from stanaccel.observations import Observations
-from stanaccel.sampling.config import METHODS, Approximation, ConfigError, SamplerConfig, keys, make_config
+from stanaccel.sampling.config import Approximation, ConfigError, SamplerConfig, keys, make_config
 from stanaccel.sampling.engine import SampleResult, method_label, sample
+from stanaccel.sampling.methods import METHODS, MethodSpec
 from stanaccel.sampling.program import ApproximationWarning, ProgramConventionError
 
 __all__ = [
@@ -18,6 +20,7 @@ __all__ = [
     "Approximation",
     "ApproximationWarning",
     "ConfigError",
+    "MethodSpec",
     "Observations",
     "ProgramConventionError",
     "SampleResult",

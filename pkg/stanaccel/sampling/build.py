@@ -217,6 +217,10 @@ class KernelFactory:
         Fixes random subsets (subsampled ladders, subset approximations).
     maps : LatentMaps, optional
         The trained autoencoder (``ae-hmc``, ``ae-pcn``).
+    build : callable, optional
+        ``build(factory)``: the method's kernel from this factory's parts (its
+        :class:`~stanaccel.sampling.methods.MethodSpec`'s ``build``); None for
+        the methods that run Stan's NUTS.
 
     Attributes
     ----------
@@ -233,9 +237,10 @@ class KernelFactory:
         *,
         seed: int = 0,
         maps=None,
+        build=None,
     ):
         self.config, self.model, self.data, self.tuning = config, model, data, tuning
-        self.seed, self.maps = seed, maps
+        self.seed, self.maps, self.build = seed, maps, build
         self.densities: list[dict[str, Any]] = []
 
     def posterior(self):
@@ -247,41 +252,47 @@ class KernelFactory:
         return KeepConstants(self.posterior())
 
     def __call__(self, chain: int):
-        config, method = self.config, self.config.method
-        if method in ("mh", "hmc"):
-            return inner_kernel(config, self._record(self.timed_posterior()), self.tuning, kind=method)
-        if method == "pcn":
-            return pcn_kernel(self._record(self.timed_posterior()), self.reference(), config.pcn_step)
-        if method == "h-pcn":
-            laplace = laplace_reference(self.tuning, method)
-            return HessianPCN(self._record(self.timed_posterior()), *laplace, step=config.pcn_step)
-        if method in ("pt", "tt", "spt", "stt"):
-            return self._tempering()
-        if method in ("dc", "tt-approx"):
-            return self._with_approximations()
-        if method in ("ae-hmc", "ae-pcn"):
-            latent = self.latent_density()
-            return self.latent_kernel(
-                self._record(self.timed_posterior()), self._latent_step(), complement=True, latent=latent
+        if self.build is None:
+            raise ValueError(
+                f"method {self.config.method!r} has no kernel (nuts and latent-nuts run Stan's NUTS)"
             )
-        raise ValueError(f"method {method!r} has no kernel (nuts and latent-nuts run Stan's NUTS)")
+        return self.build(self)
+
+    def posterior_kernel(self, kind: str):
+        """The MH or HMC move of the configuration on the chain's own (recorded) posterior."""
+        return inner_kernel(self.config, self.record(self.timed_posterior()), self.tuning, kind=kind)
+
+    def pcn(self):
+        """pCN on the chain's posterior about :meth:`reference`."""
+        return pcn_kernel(self.record(self.timed_posterior()), self.reference(), self.config.pcn_step)
+
+    def hessian_pcn(self):
+        """h-pCN on the chain's posterior about the warm-up's Laplace approximation."""
+        laplace = laplace_reference(self.tuning, self.config.method)
+        return HessianPCN(self.record(self.timed_posterior()), *laplace, step=self.config.pcn_step)
 
     def reference(self) -> tuple[np.ndarray, np.ndarray]:
         """pCN's Gaussian reference (:func:`gaussian_reference`)."""
         return gaussian_reference(self.config, self.tuning, self.model.dim)
 
-    def _record(self, exact, approx: list | None = None):
+    def record(self, exact, approx: list | None = None):
         self.densities.append({"exact": exact, "approx": approx or []})
         return exact
 
-    def _tempering(self):
+    def tempering(self, parallel: bool):
+        """Parallel tempering (``parallel``) or tempered transitions cycled with a move at the target.
+
+        The ladder is of powers of the likelihood when the method needs ``beta``,
+        else of nested subsets of the observations.
+        """
         config = self.config
+        powers = "beta" in config.needs
         betas = (
             geometric_betas(config.levels, config.beta_min)
             if config.betas is None
             else np.asarray(config.betas)
         )
-        if config.method in ("pt", "tt"):
+        if powers:
             posterior = self.posterior()
             ladder = power_ladder(posterior, self.model.with_data({**self.data, "beta": 0.0}), betas)
         else:
@@ -290,37 +301,54 @@ class KernelFactory:
             ladder = subsampled_ladder(
                 lambda idx: self.model.with_data(observations.take(self.data, idx)), n, betas, seed=self.seed
             )
-        self._record(ladder.levels[0] if config.method in ("spt", "stt") else posterior)
+        self.record(posterior if powers else ladder.levels[0])
 
         def make(density, level):
             return inner_kernel(config, density, self.tuning, float(betas[level]))
 
-        if config.method in ("pt", "spt"):
+        if parallel:
             return ParallelTempering(ladder, make, swap=config.swap)
         base = inner_kernel(config, ladder.levels[0], self.tuning)
         return Cycle([base, TemperedTransitions(ladder, make)])
 
     def approximations(self) -> list:
         """This configuration's approximations (``approx``, or the ``ladder``), as specifications."""
-        return [self.config.approx] if self.config.method == "dc" else list(self.config.ladder)
+        return [self.config.approx] if "approx" in self.config.needs else list(self.config.ladder)
 
-    def _with_approximations(self):
-        config = self.config
+    def with_approximations(self):
+        """The chain's posterior and its approximations (recorded), for ``dc`` and ``tt-approx``."""
         exact = self.timed_posterior()
         approx = [
-            approximation(spec, self.model, self.data, config, seed=self.seed)
+            approximation(spec, self.model, self.data, self.config, seed=self.seed)
             for spec in self.approximations()
         ]
-        self._record(exact, approx)
-        if config.method == "dc":
-            inner = inner_kernel(config, approx[0], self.tuning)
-            return DiscretizingChain(exact, inner, moves=config.moves, jump=config.jump)
+        self.record(exact, approx)
+        return exact, approx
+
+    def discretizing_chain(self):
+        """The discretizing chain: the inner kernel on the approximation, marks accepted on pi."""
+        config = self.config
+        exact, approx = self.with_approximations()
+        inner = inner_kernel(config, approx[0], self.tuning)
+        return DiscretizingChain(exact, inner, moves=config.moves, jump=config.jump)
+
+    def tempered_approximations(self):
+        """Tempered transitions over the ladder of approximations."""
+        config = self.config
+        exact, approx = self.with_approximations()
         ladder = approximation_ladder(exact, approx)
         return TemperedTransitions(ladder, lambda density, level: inner_kernel(config, density, self.tuning))
 
-    def _latent_step(self) -> float:
-        config = self.config
-        return config.latent_step_size if config.method == "ae-hmc" else config.pcn_step
+    def autoencoder_hmc(self):
+        """AE-HMC on the chain's posterior (exact mode: with the full-space move)."""
+        latent = self.latent_density()
+        density = self.record(self.timed_posterior())
+        return self.complemented(self.ae_hmc(density, self.config.latent_step_size, latent), density)
+
+    def autoencoder_pcn(self):
+        """AE-pCN on the chain's posterior (exact mode: with the full-space move)."""
+        density = self.record(self.timed_posterior())
+        return self.complemented(self.ae_pcn(density, self.config.pcn_step), density)
 
     def latent_density(self):
         """A Stan instance of the latent program (AE-HMC's approximate route), or None without one."""
@@ -331,28 +359,36 @@ class KernelFactory:
         program = compile_program(Path(self.config.latent_program))
         return StanModel(program, {**self.data, **decoder_data(self.maps)})
 
-    def latent_kernel(self, density, step: float, *, complement: bool, latent=None):
-        """AE-HMC or AE-pCN on ``density`` with latent step ``step``; exact mode adds the full-space move.
+    def ae_hmc(self, density, step: float, latent=None):
+        """AE-HMC on ``density`` with latent step ``step``, without the exact mode's full-space move.
 
         ``latent`` is the latent program's instance (:meth:`latent_density`) for AE-HMC's Stan route.
         """
-        from stanaccel.latent import AutoencoderHMC, AutoencoderPCN
+        from stanaccel.latent import AutoencoderHMC
 
         config = self.config
-        if config.method == "ae-hmc":
-            kernel = AutoencoderHMC(
-                density,
-                self.maps,
-                step,
-                config.latent_n_steps,
-                exact=config.exact,
-                latent_density=latent,
-                encoded_momentum=config.encoded_momentum,
-            )
-        else:
-            prior = self.reference() if (not config.exact or config.prior_sd is not None) else None
-            kernel = AutoencoderPCN(density, self.maps, exact=config.exact, step=step, prior=prior)
-        if not (config.exact and complement):
+        return AutoencoderHMC(
+            density,
+            self.maps,
+            step,
+            config.latent_n_steps,
+            exact=config.exact,
+            latent_density=latent,
+            encoded_momentum=config.encoded_momentum,
+        )
+
+    def ae_pcn(self, density, step: float):
+        """AE-pCN on ``density`` with latent step ``step``, without the exact mode's full-space move."""
+        from stanaccel.latent import AutoencoderPCN
+
+        config = self.config
+        prior = self.reference() if (not config.exact or config.prior_sd is not None) else None
+        return AutoencoderPCN(density, self.maps, exact=config.exact, step=step, prior=prior)
+
+    def complemented(self, kernel, density):
+        """A latent kernel, cycled in exact mode with a full-space HMC move (``complement_steps``)."""
+        config = self.config
+        if not config.exact:
             return kernel
         metric = self.tuning.inv_metric if config.precondition else None
         return Cycle([kernel, HMC(density, config.step_size, config.complement_steps, inv_metric=metric)])

@@ -190,7 +190,7 @@ class Approximation:
 
 @dataclass(frozen=True)
 class SamplerConfig:
-    """Settings every method shares. Subclasses add their own; see :data:`METHODS`."""
+    """Settings every method shares. Subclasses add their own (see :mod:`stanaccel.sampling.methods`)."""
 
     method: ClassVar[str] = ""
     approximate: ClassVar[bool] = False
@@ -534,39 +534,19 @@ class LatentNutsConfig(_Autoencoder):
     latent_program: str | None = setting(doc="Stan program of log pi(decode(z)) (see the README)", kind="str")
 
 
-METHODS: dict[str, type[SamplerConfig]] = {
-    c.method: c
-    for c in (
-        NutsConfig,
-        MHConfig,
-        HMCConfig,
-        PCNConfig,
-        HPCNConfig,
-        PTConfig,
-        TTConfig,
-        SPTConfig,
-        STTConfig,
-        DCConfig,
-        TTApproxConfig,
-        AEHMCConfig,
-        AEPCNConfig,
-        LatentNutsConfig,
-    )
-}
-
-
 def keys(method: str) -> list[str]:
     """The settings ``method`` takes."""
     return [f.name for f in fields(config_class(method))]
 
 
 def config_class(method: str, where: str = "method") -> type[SamplerConfig]:
-    if method not in METHODS:
-        raise ConfigError(
-            f"{where} = {method!r}: unknown method; expected one of {', '.join(METHODS)}"
-            + _hint(method, METHODS)
-        )
-    return METHODS[method]
+    """The settings class of ``method``, from the table of methods (:mod:`stanaccel.sampling.methods`).
+
+    That table builds on this module's classes, so it is imported here, when first asked.
+    """
+    from stanaccel.sampling.methods import method_spec
+
+    return method_spec(method, where).config
 
 
 def make_config(
@@ -577,7 +557,7 @@ def make_config(
     Parameters
     ----------
     method : str
-        One of :data:`METHODS`.
+        One of :data:`stanaccel.sampling.methods.METHODS`.
     settings : dict
         Keys of the method's config; ``None`` values are left unset.
     sources : dict or str
@@ -714,9 +694,11 @@ def parse_assignment(text: str) -> tuple[str, Any]:
 
 def table_rows() -> list[dict[str, str]]:
     """Every setting of every method: for the README's table and ``stanaccel sample --help``."""
+    from stanaccel.sampling.methods import METHODS
+
     rows: dict[str, dict[str, Any]] = {}
-    for method, cls in METHODS.items():
-        for f in fields(cls):
+    for method, spec in METHODS.items():
+        for f in fields(spec.config):
             meta = f.metadata
             default = meta.get("fallback") if f.default is None else f.default
             if f.default is MISSING:

@@ -40,6 +40,7 @@ from stanaccel.programs import program_path
 from stanaccel.results import Result
 from stanaccel.sampling.build import KernelFactory, Tuning, no_laplace
 from stanaccel.sampling.config import ConfigError, SamplerConfig, make_config
+from stanaccel.sampling.methods import StepTuning, method_spec
 from stanaccel.sampling.program import (
     Program,
     check_beta_used,
@@ -58,8 +59,6 @@ if TYPE_CHECKING:  # stanaccel.sampling.tune imports stanaccel.tuning, which imp
     from stanaccel.sampling.tune import TuneSpec
 
 SEEDS = ("nuts", "chains", "tuning", "autoencoder", "subsets", "pilot", "optimisation", "quantities")
-LATENT = ("ae-hmc", "ae-pcn", "latent-nuts")
-NEEDS_DRAWS = ("pcn", *LATENT)
 
 
 def warmup_share(fit: NutsFit) -> float:
@@ -69,26 +68,7 @@ def warmup_share(fit: NutsFit) -> float:
 
 def method_label(config: SamplerConfig) -> str:
     """A short name of the sampler for tables and messages, such as "TT (HMC)" or "AE-pCN (exact)"."""
-    method = config.method
-    inner = {"pcn": "pCN", "h-pcn": "h-pCN"}.get(
-        getattr(config, "inner", ""), getattr(config, "inner", "").upper()
-    )
-    if method == "nuts":
-        return "Stan NUTS"
-    if method in ("mh", "hmc"):
-        return method.upper()
-    if method == "pcn":
-        return "pCN"
-    if method == "h-pcn":
-        return "h-pCN"
-    if method in ("pt", "tt", "spt", "stt", "dc"):
-        return f"{method.upper()} ({inner})"
-    if method == "tt-approx":
-        return f"TT over approximations ({inner})"
-    if method == "latent-nuts":
-        return "NUTS in the latent space (approximate)"
-    name = {"ae-hmc": "AE-HMC", "ae-pcn": "AE-pCN"}[method]
-    return f"{name} ({'exact' if config.is_exact else 'approximate'})"
+    return method_spec(config.method).label_of(config)
 
 
 @dataclass
@@ -178,7 +158,7 @@ class SampleResult(Result):
     @property
     def sampling_seconds(self) -> float:
         """The sampling run's time; for Stan NUTS without its warm-up's share."""
-        if self.method == "nuts":
+        if isinstance(self.run, NutsFit):  # Stan's NUTS, its warm-up in the run
             return self.run.wall_seconds * (1 - warmup_share(self.run))
         return self.run.wall_seconds
 
@@ -364,7 +344,8 @@ def sample(
     config = make_config(method, settings, sources)
     check_seed(seed, "seed")
     tune = tune_spec(tune)
-    if tune is not None and method == "nuts":
+    spec = method_spec(config.method)
+    if tune is not None and spec.build is None and not spec.latent:
         raise ConfigError("Stan's NUTS adapts itself: --tune is for the other methods")
     if tune is not None:
         checked_space(tune, config, {})  # mistakes found before the warm-up, not after
@@ -372,7 +353,7 @@ def sample(
         check_reachable(executor)  # a mistake found before the warm-up, not after
     if is_target(program):
         return _sample_target(config, program, seed, warmup_from, progress, say, checkpoint, executor, tune)
-    if "h-pcn" in (method, getattr(config, "inner", None)):
+    if spec.uses_laplace(config):
         raise no_laplace(method)
     if isinstance(program, StanModel) and data is None:
         data = json.loads(program.data_json)
@@ -384,7 +365,7 @@ def sample(
     check_instance(config, model, data, data_label, sources)  # before the warm-up, not after
     name = source.name
     seeds = spawn_seeds(seed, SEEDS)
-    if method == "nuts":
+    if spec.build is None and not spec.latent:  # Stan's NUTS itself
         return _nuts(config, model, name, seed, seeds, warmup_from, progress, say, checkpoint)
 
     charged: dict[str, float] = {}
@@ -406,7 +387,7 @@ def _run_tuned(config, model, data, tuning, seed, seeds, charged, say, progress,
 
     found = trained = None
     if tune is not None:
-        if config.method in LATENT:  # one autoencoder for every trial and the run
+        if method_spec(config.method).latent:  # one autoencoder for every trial and the run
             resolved, _ = config.resolve(tuning.settings(model.dim))
             trained = train(resolved, tuning, seeds["autoencoder"], say)
         found = tune_settings(
@@ -530,36 +511,31 @@ def run_sampler(
     say = say or (lambda line: None)
     seeds = seeds or spawn_seeds(seed, SEEDS)
     charged = dict(charged) if charged is not None else ({"warmup": tuning.seconds} if tuning.seconds else {})
-    method = config.method
+    spec = method_spec(config.method)
     tuned = tuning.settings(model.dim)
     resolved, _ = config.resolve(tuned)
     reports: dict[str, Any] = {}
     maps = None
-    if method in LATENT:
+    if spec.latent:
         if trained is None:
             trained = train(resolved, tuning, seeds["autoencoder"], say)
         maps, charged["training"], reports["autoencoder"] = trained.maps, trained.seconds, trained.report
-    factory = KernelFactory(resolved, model, data, tuning, seed=seeds["subsets"], maps=maps)
-    if method in ("dc", "tt-approx") and describe:
+    factory = KernelFactory(resolved, model, data, tuning, seed=seeds["subsets"], maps=maps, build=spec.build)
+    if spec.approximations and describe:
         reports["approximations"] = _describe_approximations(factory, tuning, seeds["tuning"], say)
-    if method in ("dc", "tt-approx") and hasattr(model, "approximation_seconds"):
+    if spec.approximations and hasattr(model, "approximation_seconds"):
         built = [model.approximation_seconds.get(spec.label, 0.0) for spec in factory.approximations()]
         if sum(built):
             charged["approximations"] = sum(built)
     name = model.name.removesuffix("_model")
-    if method == "latent-nuts":
+    if spec.build is None and spec.latent:
         run = _latent_nuts(resolved, model, data, maps, tuning, seeds, progress, say, checkpoint)
         reports["iterations"] = resolved.chains * (resolved.warmup + resolved.draws)  # its warm-up counts too
         _say_failed_quantities(run, say)
         return SampleResult(resolved, config.resolve(tuned)[1], run, name, seed, charged, reports)
-    step_key = {
-        "pcn": "pcn_step",
-        "h-pcn": "pcn_step",
-        "ae-pcn": "pcn_step",
-        "ae-hmc": "latent_step_size",
-    }.get(method, "pcn_step" if getattr(resolved, "inner", None) in ("pcn", "h-pcn") else None)
-    if step_key and step_key not in config.user_keys() and resolved.tune > 0:
-        tuned[step_key] = _tune_step(factory, model, data, tuning, resolved, seeds["tuning"], charged, say)
+    step = spec.tuned_step(resolved)
+    if step and step.key not in config.user_keys() and resolved.tune > 0:
+        tuned[step.key] = _tune_step(factory, model, data, tuning, step, seeds["tuning"], charged, say)
     resolved, sources_used = config.resolve(tuned)
     factory.config = resolved
     starts = _starts(tuning.starts, resolved.chains)
@@ -703,7 +679,7 @@ def warm_up(model, config, seeds, warmup_from, progress, say, charged, checkpoin
                 f"has {model.dim}: is it the same program?"
             )
         draws = None
-        if config.method in NEEDS_DRAWS:
+        if method_spec(config.method).needs_draws:
             pilot = max(100, config.warmup // 4)
             say(f"pilot: Stan NUTS, {pilot} draws per chain from the earlier warm-up (for {config.method})")
             fit = sample_nuts(
@@ -804,39 +780,31 @@ def _describe_approximations(factory: KernelFactory, tuning: Tuning, seed: int, 
     return reports
 
 
-def _tune_step(factory, model, data, tuning, config, seed, charged, say) -> float:
-    """pCN step h (acceptance 0.25), AE-pCN h (0.3) or AE-HMC latent step (0.75), by Robbins-Monro."""
+def _tune_step(factory, model, data, tuning, step: StepTuning, seed, charged, say) -> float:
+    """The method's ``step`` (pCN step h, latent step) by Robbins-Monro for its target acceptance.
+
+    An inner kernel's step is tuned on the cheapest approximation.
+    """
     from stanaccel.latent import tune_step
-    from stanaccel.sampling.build import inner_kernel
     from stanaccel.sampling.program import approximation
 
+    config = factory.config
     start = time.perf_counter()
     density = model.with_data(data)
-    if config.method in ("pcn", "h-pcn", "dc", "tt-approx"):
-        kind = config.method if config.method in ("pcn", "h-pcn") else None
-        if kind is None:  # the inner pCN step of dc or tt-approx, tuned on the cheapest approximation
-            density = approximation(factory.approximations()[-1], model, data, config, seed=factory.seed)
-        make = lambda h: inner_kernel(config, density, tuning, kind=kind, step=h)  # noqa: E731
-        target, initial, maximum = 0.25, config.pcn_step, 3.9
-    elif config.method == "ae-pcn":
-        make = lambda h: factory.latent_kernel(density, h, complement=False)  # noqa: E731
-        target, initial, maximum = 0.3, config.pcn_step, 3.9
-    else:
-        latent = factory.latent_density()
-        make = lambda h: factory.latent_kernel(density, h, complement=False, latent=latent)  # noqa: E731
-        target, initial, maximum = 0.75, config.latent_step_size, 20.0
-    step = tune_step(
-        make,
+    if step.inner:
+        density = approximation(factory.approximations()[-1], model, data, config, seed=factory.seed)
+    value = tune_step(
+        step.kernels(factory, density),
         tuning.starts[0],
         np.random.default_rng(seed),
-        target=target,
-        initial=initial,
+        target=step.target,
+        initial=getattr(config, step.key),
         iterations=config.tune,
-        maximum=maximum,
+        maximum=step.maximum,
     )
     charged["tuning"] = charged.get("tuning", 0.0) + time.perf_counter() - start
-    say(f"tuned step {step:.3g} in {config.tune} iterations ({charged['tuning']:.1f} s)")
-    return step
+    say(f"tuned step {value:.3g} in {config.tune} iterations ({charged['tuning']:.1f} s)")
+    return value
 
 
 def _latent_nuts(config, model, data, maps, tuning, seeds, progress, say, checkpoint=None) -> KernelRun:

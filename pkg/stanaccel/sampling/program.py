@@ -237,7 +237,7 @@ def check_instance(
     """
     check_finite_data(model, data, data_label)
     program = Program.of(model)
-    if config.method in ("ae-hmc", "ae-pcn", "latent-nuts"):
+    if hasattr(config, "latent_dim"):  # a latent method
         if model.dim < 2:
             raise ConfigError(
                 f"method {config.method!r} reduces the parameters of {program.name} to a latent space, "
@@ -275,7 +275,7 @@ def check_instance(
             f"those fields cut to {m} entries): {error}. Every data variable with one entry per "
             f"observation must be among the fields{hint}"
         ) from None
-    if config.method in ("spt", "stt"):
+    if "observations" in config.needs:  # a subsampled ladder
         _check_smallest_level(config, model, program, data, observations, n, sources)
     for spec in subsets:
         if not spec.scale:

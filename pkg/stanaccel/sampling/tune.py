@@ -16,11 +16,12 @@ default only if its mean score beats the default's by more than the noise
 (an error building or running the sampler, a non-finite score) is recorded
 with its reason and scores as the worst; the search goes on.
 
-The default search spaces (:func:`default_space`) are ranges around what the
-warm-up tuned, on the settings the papers name as hard to set: HMC's step
-size and number of steps, the pCN step, the tempering ladder (``beta_min``
-and ``levels``; for subsampled ladders no smaller than the smallest subset
-the program accepts), the discretizing chain's ``moves`` and ``jump``.
+The default search spaces (:func:`default_space`, each method's ``space`` in
+:mod:`stanaccel.sampling.methods`) are ranges around what the warm-up tuned,
+on the settings the papers name as hard to set: HMC's step size and number
+of steps, the pCN step, the tempering ladder (``beta_min`` and ``levels``;
+for subsampled ladders no smaller than the smallest subset the program
+accepts), the discretizing chain's ``moves`` and ``jump``.
 """
 
 from __future__ import annotations
@@ -33,10 +34,9 @@ import numpy as np
 
 from stanaccel.diagnostics.metrics import bulk_ess
 from stanaccel.sampling.config import ConfigError, SamplerConfig, check_setting
+from stanaccel.sampling.methods import METHODS, method_spec
 from stanaccel.stan.errors import StanDataError
 from stanaccel.tuning import (
-    Integer,
-    Real,
     Space,
     TuningResult,
     autocorrelation_objective,
@@ -124,34 +124,14 @@ def default_space(method: str, tuned: dict[str, Any], beta_floor: float = 1e-3) 
         For NUTS and latent NUTS (Stan adapts them itself) and for methods
         with nothing to tune here.
     """
-    step = tuned.get("step_size") or 0.1
-    scale = tuned.get("scale") or 0.5
-    hmc = [Real("step_size", step / 4, step * 2, log=True), Integer("n_steps", 1, 40)]
-    ladder = [Integer("levels", 1, 12)]
-    if beta_floor < 0.5:
-        ladder.insert(0, Real("beta_min", max(beta_floor, 1e-3), 0.5, log=True))
-    pcn = [Real("pcn_step", 1e-3, 2.0, log=True)]
-    spaces = {
-        "mh": [Real("scale", scale / 4, scale * 4, log=True)],
-        "hmc": hmc,
-        "pcn": pcn,
-        "h-pcn": pcn,
-        "ae-pcn": pcn,
-        "ae-hmc": [Real("latent_step_size", 1e-3, 1.0, log=True), Integer("latent_n_steps", 1, 40)],
-        "pt": ladder,
-        "tt": ladder,
-        "spt": ladder,
-        "stt": ladder,
-        "dc": [Integer("moves", 1, 20), Integer("jump", 1, 20)],
-        "tt-approx": [Integer("inner_steps", 1, 10)],
-    }
-    if method not in spaces:
+    spec = method_spec(method)
+    if spec.space is None:
         raise ConfigError(
             f"--tune has no default search space for {method!r}"
-            + (" (Stan adapts NUTS itself)" if method in ("nuts", "latent-nuts") else "")
-            + f"; methods with one: {', '.join(spaces)}"
+            + (" (Stan adapts NUTS itself)" if spec.build is None else "")
+            + f"; methods with one: {', '.join(name for name, s in METHODS.items() if s.space)}"
         )
-    return Space(spaces[method])
+    return Space(spec.space(tuned, beta_floor))
 
 
 def smallest_beta(config: SamplerConfig, model, data) -> float:
@@ -164,7 +144,7 @@ def smallest_beta(config: SamplerConfig, model, data) -> float:
     on the first k observations (k = 1, 2, ..., at most 8 tries); the floor
     is k / N.
     """
-    if config.method not in ("spt", "stt"):
+    if "observations" not in config.needs:  # not a subsampled ladder
         return 1e-3
     from stanaccel.sampling.program import observations_for
 

@@ -55,6 +55,7 @@ from stanaccel.programs import program_path
 from stanaccel.sampling.build import Tuning
 from stanaccel.sampling.config import Approximation, keys, make_config
 from stanaccel.sampling.engine import SEEDS
+from stanaccel.sampling.methods import methods_in
 from stanaccel.sampling.program import approximation, describe_approximation, prepare_data
 from stanaccel.sampling.tasks import SamplerTask, run_samplers
 from stanaccel.seeds import spawn_seed, spawn_seeds
@@ -65,7 +66,7 @@ from stanaccel.workflow.scoring import approximation_acceptance, nuts_row, plot_
 from stanaccel.workflow.tables import write_table
 from stanaccel.workflow.validation import INTEGER, ListOf, Table, generator_options, one_of
 
-METHODS = ("mh", "hmc", "dc", "tt-approx")
+METHODS = methods_in("approximation")
 COLUMNS = [
     "sampler",
     "settings",

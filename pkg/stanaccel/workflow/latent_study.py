@@ -58,6 +58,7 @@ from stanaccel.programs import program_path
 from stanaccel.sampling.build import Tuning
 from stanaccel.sampling.config import keys, make_config
 from stanaccel.sampling.engine import Trained, method_label
+from stanaccel.sampling.methods import methods_in
 from stanaccel.sampling.program import prepare_data
 from stanaccel.sampling.tasks import SamplerTask, run_samplers
 from stanaccel.seeds import spawn_seed
@@ -68,7 +69,7 @@ from stanaccel.workflow.scoring import nuts_row, plot_ess_per_second, score_row
 from stanaccel.workflow.tables import write_table
 from stanaccel.workflow.validation import INTEGER, NUMBER, ListOf, Table, generator_options, keys_of, one_of
 
-METHODS = ("ae-hmc", "ae-pcn", "hmc", "latent-nuts")
+METHODS = methods_in("latent")
 COLUMNS = [
     "sampler",
     "exact",

@@ -45,6 +45,7 @@ from stanaccel.pde.problem import NOISE_REGIMES
 from stanaccel.pde.target import PDETarget
 from stanaccel.sampling.config import Approximation, keys, make_config
 from stanaccel.sampling.engine import SEEDS, method_label, run_sampler
+from stanaccel.sampling.methods import methods_in
 from stanaccel.sampling.program import approximation, describe_approximation
 from stanaccel.sampling.tasks import SamplerTask, run_samplers
 from stanaccel.seeds import spawn_seed, spawn_seeds
@@ -53,7 +54,7 @@ from stanaccel.workflow.scoring import approximation_acceptance, plot_ess_per_se
 from stanaccel.workflow.tables import write_table
 from stanaccel.workflow.validation import INTEGER, ListOf, Table, one_of
 
-METHODS = ("pcn", "h-pcn", "hmc", "ae-pcn", "ae-hmc", "dc", "tt-approx", "pt", "tt")
+METHODS = methods_in("pde")
 COLUMNS = [
     "sampler",
     "settings",

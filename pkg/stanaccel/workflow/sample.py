@@ -24,8 +24,9 @@ from pathlib import Path
 from typing import Any
 
 from stanaccel.diagnostics.files import jsonable
-from stanaccel.sampling.config import METHODS, ConfigError, check_setting, keys
+from stanaccel.sampling.config import ConfigError, check_setting, keys
 from stanaccel.sampling.engine import SampleResult, sample, write_result
+from stanaccel.sampling.methods import METHODS
 from stanaccel.sampling.tune import OBJECTIVES
 from stanaccel.workflow.context import RunContext
 from stanaccel.workflow.validation import (

@@ -51,6 +51,7 @@ from stanaccel.programs import program_path
 from stanaccel.sampling.build import Tuning
 from stanaccel.sampling.config import keys, make_config
 from stanaccel.sampling.engine import method_label, warmup_share
+from stanaccel.sampling.methods import methods_in
 from stanaccel.sampling.program import prepare_data
 from stanaccel.sampling.tasks import SamplerTask, run_samplers
 from stanaccel.seeds import spawn_seed
@@ -61,7 +62,7 @@ from stanaccel.workflow.scoring import nuts_row, score_row
 from stanaccel.workflow.tables import write_table
 from stanaccel.workflow.validation import BOOLEAN, INTEGER, STRING, ListOf, Table, generator_options, one_of
 
-METHODS = ("mh", "hmc", "pt", "tt", "spt", "stt")
+METHODS = methods_in("tempering")
 SETTINGS = ("levels", "beta_min", "betas", "scale", "step_size", "n_steps", "n_steps_jitter", "inner_steps",
             "swap", "temperature_scaling", "precondition")  # fmt: skip
 

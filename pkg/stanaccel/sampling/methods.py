@@ -1,0 +1,393 @@
+"""The table of methods: one record per sampler, which everything that names a method reads.
+
+A :class:`MethodSpec` says, for one method, its settings (its
+:class:`~stanaccel.sampling.config.SamplerConfig` class, which also says
+what it needs of the program and whether it is exact), how to build its
+kernel from a :class:`~stanaccel.sampling.build.KernelFactory`, its label in
+tables and messages, what it needs of the warm-up (draws; a step tuned after
+it), its default ``--tune`` search space and the studies that offer it.
+:data:`METHODS` maps each name to its record, in the order the command
+line, the README and ``stanaccel sample --help`` list them.
+
+Adding a method is a kernel (``stanaccel.kernels``) and one entry here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, fields
+from typing import Any
+
+from stanaccel.sampling.build import KernelFactory, inner_kernel
+from stanaccel.sampling.config import (
+    AEHMCConfig,
+    AEPCNConfig,
+    ConfigError,
+    DCConfig,
+    HMCConfig,
+    HPCNConfig,
+    LatentNutsConfig,
+    MHConfig,
+    NutsConfig,
+    PCNConfig,
+    PTConfig,
+    SamplerConfig,
+    SPTConfig,
+    STTConfig,
+    TTApproxConfig,
+    TTConfig,
+    _hint,
+)
+
+
+@dataclass(frozen=True)
+class StepTuning:
+    """A step tuned by Robbins-Monro after the warm-up, unless the user sets it or ``tune`` is 0.
+
+    Attributes
+    ----------
+    key : str
+        The setting tuned (its value before tuning is the start).
+    target : float
+        The acceptance rate aimed at.
+    maximum : float
+        The largest step (below 4 for pCN, where h = 4 means rho = 0).
+    kernels : callable
+        ``kernels(factory, density)`` returns ``make(h)``: the kernel with step ``h`` on ``density``.
+    inner : bool
+        The step of the inner kernel (``inner`` setting), tuned on the cheapest approximation,
+        and only when that inner kernel has a tuned step of its own.
+    """
+
+    key: str
+    target: float
+    maximum: float
+    kernels: Callable[[KernelFactory, Any], Callable[[float], Any]]
+    inner: bool = False
+
+
+@dataclass(frozen=True)
+class MethodSpec:
+    """One method: its settings, kernel, label, needs and default tuning space.
+
+    Attributes
+    ----------
+    config : type
+        Its settings (a :class:`~stanaccel.sampling.config.SamplerConfig`
+        subclass, whose ``method`` is the method's name and whose ``needs``
+        say what it needs of the program).
+    label : str
+        Its name in tables and messages; ``{inner}`` is replaced by the inner
+        kernel's label, ``{exactness}`` by "exact" or "approximate".
+    build : callable or None
+        ``build(factory)``: a chain's kernel. None: Stan's NUTS samples (on
+        the program, or on the latent program for a latent method).
+    space : callable, optional
+        ``space(tuned, beta_floor)``: the default ``--tune`` search space (a
+        list of dimensions) around the warm-up's tuned values; None: none.
+    step : StepTuning, optional
+        A step tuned by Robbins-Monro after the warm-up.
+    needs_draws : bool
+        It needs warm-up draws (a fitted Gaussian reference, autoencoder
+        training): with an earlier warm-up, a NUTS pilot makes them.
+    needs_laplace : bool
+        It needs a Laplace approximation, which only a Python target's warm-up
+        (the PDE posterior's) makes; as the ``inner`` kernel too.
+    latent : bool
+        It trains an autoencoder on the warm-up draws.
+    studies : tuple of str
+        The study workflows that offer it (``pde``, ``approximation``, ``tempering``, ``latent``).
+    """
+
+    config: type[SamplerConfig]
+    label: str
+    build: Callable[[KernelFactory], Any] | None
+    space: Callable[[dict[str, Any], float], list] | None = None
+    step: StepTuning | None = None
+    needs_draws: bool = False
+    needs_laplace: bool = False
+    latent: bool = False
+    studies: tuple[str, ...] = ()
+
+    @property
+    def name(self) -> str:
+        return self.config.method
+
+    @property
+    def needs(self) -> tuple[str, ...]:
+        """What it needs of the program: "beta", "observations", "approx", "ladder", "latent_program"."""
+        return self.config.needs
+
+    @property
+    def exact(self) -> bool | None:
+        """True: it leaves the posterior exactly invariant; False: never; None: its ``exact`` setting says."""
+        if self.config.approximate:
+            return False
+        return None if "exact" in {f.name for f in fields(self.config)} else True
+
+    @property
+    def approximations(self) -> bool:
+        """Whether it moves on approximations of the posterior (``approx`` or a ``ladder``)."""
+        return bool({"approx", "ladder"} & set(self.needs))
+
+    def label_of(self, config: SamplerConfig) -> str:
+        """The label of a configuration of this method, such as "TT (HMC)" or "AE-pCN (exact)"."""
+        inner = getattr(config, "inner", None)
+        return self.label.format(
+            inner=METHODS[inner].label if inner else "",
+            exactness="exact" if config.is_exact else "approximate",
+        )
+
+    def tuned_step(self, config: SamplerConfig) -> StepTuning | None:
+        """The step tuned after the warm-up for ``config`` (None: none)."""
+        if self.step is None or (self.step.inner and METHODS[config.inner].step is None):
+            return None
+        return self.step
+
+    def uses_laplace(self, config: SamplerConfig) -> bool:
+        """Whether ``config`` needs a Laplace approximation (the method's, or its inner kernel's)."""
+        inner = getattr(config, "inner", None)
+        return self.needs_laplace or bool(inner and METHODS[inner].needs_laplace)
+
+
+def method_spec(method: str, where: str = "method") -> MethodSpec:
+    """The record of ``method``, or a :class:`ConfigError` naming the methods there are."""
+    if method not in METHODS:
+        raise ConfigError(
+            f"{where} = {method!r}: unknown method; expected one of {', '.join(METHODS)}"
+            + _hint(method, METHODS)
+        )
+    return METHODS[method]
+
+
+def methods_in(study: str) -> tuple[str, ...]:
+    """The methods a study workflow offers, in the table's order."""
+    return tuple(name for name, spec in METHODS.items() if study in spec.studies)
+
+
+# Kernels: each takes the factory, whose methods give the chain's densities and the warm-up's tuning.
+
+
+def _mh(factory: KernelFactory):
+    return factory.posterior_kernel("mh")
+
+
+def _hmc(factory: KernelFactory):
+    return factory.posterior_kernel("hmc")
+
+
+def _pcn(factory: KernelFactory):
+    return factory.pcn()
+
+
+def _hessian_pcn(factory: KernelFactory):
+    return factory.hessian_pcn()
+
+
+def _parallel_tempering(factory: KernelFactory):
+    return factory.tempering(parallel=True)
+
+
+def _tempered_transitions(factory: KernelFactory):
+    return factory.tempering(parallel=False)
+
+
+def _discretizing_chain(factory: KernelFactory):
+    return factory.discretizing_chain()
+
+
+def _tempered_approximations(factory: KernelFactory):
+    return factory.tempered_approximations()
+
+
+def _autoencoder_hmc(factory: KernelFactory):
+    return factory.autoencoder_hmc()
+
+
+def _autoencoder_pcn(factory: KernelFactory):
+    return factory.autoencoder_pcn()
+
+
+# Steps tuned after the warm-up: ``kernels(factory, density)`` returns the kernel of step h.
+
+
+def _pcn_steps(factory: KernelFactory, density):
+    config, tuning = factory.config, factory.tuning
+    return lambda h: inner_kernel(config, density, tuning, kind=config.method, step=h)
+
+
+def _inner_pcn_steps(factory: KernelFactory, density):
+    config, tuning = factory.config, factory.tuning
+    return lambda h: inner_kernel(config, density, tuning, step=h)
+
+
+def _ae_pcn_steps(factory: KernelFactory, density):
+    return lambda h: factory.ae_pcn(density, h)
+
+
+def _ae_hmc_steps(factory: KernelFactory, density):
+    latent = factory.latent_density()
+    return lambda h: factory.ae_hmc(density, h, latent)
+
+
+PCN_STEP = StepTuning("pcn_step", 0.25, 3.9, _pcn_steps)
+INNER_PCN_STEP = StepTuning("pcn_step", 0.25, 3.9, _inner_pcn_steps, inner=True)
+
+
+# Default --tune search spaces, around the warm-up's tuned values.
+
+
+def _log_range(name: str, low: float, high: float):
+    """A real setting searched on a log scale (``stanaccel.tuning`` imports this package's config:
+    imported when a space is asked for, after both are loaded)."""
+    from stanaccel.tuning import Real
+
+    return Real(name, low, high, log=True)
+
+
+def _integers(name: str, low: int, high: int):
+    """An integer setting searched in ``low..high``."""
+    from stanaccel.tuning import Integer
+
+    return Integer(name, low, high)
+
+
+def _mh_space(tuned: dict[str, Any], beta_floor: float) -> list:
+    scale = tuned.get("scale") or 0.5
+    return [_log_range("scale", scale / 4, scale * 4)]
+
+
+def _hmc_space(tuned: dict[str, Any], beta_floor: float) -> list:
+    step = tuned.get("step_size") or 0.1
+    return [_log_range("step_size", step / 4, step * 2), _integers("n_steps", 1, 40)]
+
+
+def _pcn_space(tuned: dict[str, Any], beta_floor: float) -> list:
+    return [_log_range("pcn_step", 1e-3, 2.0)]
+
+
+def _ae_hmc_space(tuned: dict[str, Any], beta_floor: float) -> list:
+    return [_log_range("latent_step_size", 1e-3, 1.0), _integers("latent_n_steps", 1, 40)]
+
+
+def _ladder_space(tuned: dict[str, Any], beta_floor: float) -> list:
+    ladder = [_integers("levels", 1, 12)]
+    if beta_floor < 0.5:
+        ladder.insert(0, _log_range("beta_min", max(beta_floor, 1e-3), 0.5))
+    return ladder
+
+
+def _dc_space(tuned: dict[str, Any], beta_floor: float) -> list:
+    return [_integers("moves", 1, 20), _integers("jump", 1, 20)]
+
+
+def _tt_approx_space(tuned: dict[str, Any], beta_floor: float) -> list:
+    return [_integers("inner_steps", 1, 10)]
+
+
+_ALL_STUDIES = ("pde", "approximation", "tempering", "latent")
+
+METHODS: dict[str, MethodSpec] = {
+    spec.name: spec
+    for spec in (
+        MethodSpec(NutsConfig, "Stan NUTS", None),
+        MethodSpec(MHConfig, "MH", _mh, _mh_space, studies=("approximation", "tempering")),
+        MethodSpec(
+            HMCConfig,
+            "HMC",
+            _hmc,
+            _hmc_space,
+            studies=_ALL_STUDIES,
+        ),
+        MethodSpec(
+            PCNConfig,
+            "pCN",
+            _pcn,
+            _pcn_space,
+            PCN_STEP,
+            needs_draws=True,
+            studies=("pde",),
+        ),
+        MethodSpec(
+            HPCNConfig,
+            "h-pCN",
+            _hessian_pcn,
+            _pcn_space,
+            PCN_STEP,
+            needs_laplace=True,
+            studies=("pde",),
+        ),
+        MethodSpec(
+            PTConfig,
+            "PT ({inner})",
+            _parallel_tempering,
+            _ladder_space,
+            studies=("pde", "tempering"),
+        ),
+        MethodSpec(
+            TTConfig,
+            "TT ({inner})",
+            _tempered_transitions,
+            _ladder_space,
+            studies=("pde", "tempering"),
+        ),
+        MethodSpec(
+            SPTConfig,
+            "SPT ({inner})",
+            _parallel_tempering,
+            _ladder_space,
+            studies=("tempering",),
+        ),
+        MethodSpec(
+            STTConfig,
+            "STT ({inner})",
+            _tempered_transitions,
+            _ladder_space,
+            studies=("tempering",),
+        ),
+        MethodSpec(
+            DCConfig,
+            "DC ({inner})",
+            _discretizing_chain,
+            _dc_space,
+            INNER_PCN_STEP,
+            studies=("pde", "approximation"),
+        ),
+        MethodSpec(
+            TTApproxConfig,
+            "TT over approximations ({inner})",
+            _tempered_approximations,
+            _tt_approx_space,
+            INNER_PCN_STEP,
+            studies=("pde", "approximation"),
+        ),
+        MethodSpec(
+            AEHMCConfig,
+            "AE-HMC ({exactness})",
+            _autoencoder_hmc,
+            _ae_hmc_space,
+            StepTuning("latent_step_size", 0.75, 20.0, _ae_hmc_steps),
+            needs_draws=True,
+            latent=True,
+            studies=("pde", "latent"),
+        ),
+        MethodSpec(
+            AEPCNConfig,
+            "AE-pCN ({exactness})",
+            _autoencoder_pcn,
+            _pcn_space,
+            StepTuning("pcn_step", 0.3, 3.9, _ae_pcn_steps),
+            needs_draws=True,
+            latent=True,
+            studies=("pde", "latent"),
+        ),
+        MethodSpec(
+            LatentNutsConfig,
+            "NUTS in the latent space (approximate)",
+            None,
+            needs_draws=True,
+            latent=True,
+            studies=("latent",),
+        ),
+    )
+}

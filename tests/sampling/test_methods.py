@@ -1,0 +1,64 @@
+"""The table of methods drives the command line's help and matches the README's table of methods."""
+
+import re
+from pathlib import Path
+
+import pytest
+
+from stanaccel.cli import main
+from stanaccel.sampling import METHODS, keys, make_config, method_label
+from stanaccel.sampling.methods import method_spec, methods_in
+
+README = Path(__file__).parents[2] / "README.md"
+
+
+def readme_methods_table() -> list[tuple[list[str], str]]:
+    """The README's table of methods: per row, the methods it names and its "exact" column."""
+    lines = README.read_text().splitlines()
+    start = lines.index("| method | what it is | exact | needs of your program |")
+    rows = []
+    for line in lines[start + 2 :]:
+        if not line.startswith("|"):
+            break
+        cells = [cell.strip() for cell in line.strip("|").split("|")]
+        rows.append((re.findall(r"`([^`]+)`", cells[0]), cells[2]))
+    return rows
+
+
+def test_the_cli_help_lists_exactly_the_registry_methods(capsys):
+    with pytest.raises(SystemExit):
+        main(["sample", "--help"])
+    out = capsys.readouterr().out
+    named = re.search(r"the sampler: (.*?) \(default", " ".join(out.split())).group(1).split(", ")
+    assert named == list(METHODS)
+    epilog = out[out.index("Settings of each method") :]
+    listed = re.findall(r"^  (\S+): ", epilog, flags=re.MULTILINE)
+    assert listed == list(METHODS)
+    for method in METHODS:
+        own = [k for k in keys(method) if k not in ("chains", "draws", "warmup")]
+        assert f"  {method}: {', '.join(own)}" in epilog
+
+
+def test_the_readme_table_of_methods_matches_the_registry():
+    rows = readme_methods_table()
+    assert [name for names, _ in rows for name in names] == list(METHODS)
+    for names, exact in rows:
+        for name in names:
+            expected = {True: "yes", False: "no"}.get(METHODS[name].exact, "with `exact = true`")
+            assert exact.startswith(expected), (name, exact)
+
+
+def test_every_method_has_a_record_that_the_engine_reads():
+    for name, spec in METHODS.items():
+        config = make_config(name, {})
+        assert spec.config is type(config) and spec.name == name
+        assert method_label(config)  # every method has a label
+        assert (spec.build is None) == (name in ("nuts", "latent-nuts"))
+    assert method_label(make_config("dc", {"inner": "h-pcn"})) == "DC (h-pCN)"
+    assert method_label(make_config("ae-pcn", {"exact": False})) == "AE-pCN (approximate)"
+    assert methods_in("latent") == ("hmc", "ae-hmc", "ae-pcn", "latent-nuts")
+
+
+def test_an_unknown_method_is_named_with_a_suggestion():
+    with pytest.raises(ValueError, match="method = 'hcm': unknown method.*did you mean 'hmc'"):
+        method_spec("hcm")
