@@ -28,6 +28,7 @@ from stanaccel.kernels import (
     power_ladder,
     subsampled_ladder,
 )
+from stanaccel.kernels.mala import MALA
 from stanaccel.kernels.metropolis import accept
 from stanaccel.kernels.state import Info
 from tests.kernels.models import exact_level_draws, mvn_density, mvn_problem
@@ -79,6 +80,13 @@ class DriftingMetropolis(RandomWalkMetropolis):
         return (
             (State(proposal, lp), Info(True, probability)) if accepted else (state, Info(False, probability))
         )
+
+
+class MALAWithoutHastings(MALA):
+    """Broken on purpose: the Langevin proposal accepted by pi(x') / pi(x), as if it were symmetric."""
+
+    def log_hastings(self, state, proposal):
+        return 0.0
 
 
 class DiscretizingChainIgnoringApproximation(DiscretizingChain):
@@ -158,6 +166,7 @@ def correct_kernels():
     return {
         "MH": (RandomWalkMetropolis(posterior, scale=0.3), None),
         "HMC": (HMC(posterior, step_size=0.15, n_steps=6, step_size_jitter=0.3), None),
+        "MALA": (MALA(posterior, step_size=1.0, inv_metric=SD**2), None),
         "pCN": (PCN(likelihood, DATA["mu0"], DATA["Sigma0"], rho=0.9), None),
         "h-pCN": (hessian_pcn(), None),
         "PT": (ParallelTempering(pl, lambda d, m: inner(d, m, pl)), pl),
@@ -197,6 +206,7 @@ def broken_kernels():
         "TT without a factor": (TTWithoutFirstFactor(tl, lambda d, m: inner(d, m, tl)), tl),
         "PT with a flipped swap ratio": (PTWithFlippedSwapRatio(pl, lambda d, m: inner(d, m, pl)), pl),
         "drifting Metropolis": (DriftingMetropolis(mvn_density(DATA), scale=0.3), None),
+        "MALA without its Hastings correction": (MALAWithoutHastings(mvn_density(DATA), 1.0, SD**2), None),
         "h-pCN without its reference": (hessian_pcn(HessianPCNWithoutReference), None),
         "mixture choosing by the state": (scales_mixture(MixtureChoosingByState), None),
         "DC ignoring pi*": (

@@ -21,6 +21,7 @@ from stanaccel.kernels import (
     run_chains,
     subsampled_ladder,
 )
+from stanaccel.kernels.mala import MALA
 from stanaccel.kernels.metropolis import accept
 from stanaccel.kernels.parallel_tempering import all_levels
 from tests.kernels.models import (
@@ -83,6 +84,9 @@ def kernels():
         "HMC": HMC(posterior, step_size=0.1, n_steps=10, step_size_jitter=0.2, n_steps_jitter=0.3),
         "HMC dense": HMC(posterior, step_size=0.3, n_steps=5, inv_metric=np.diag(SD**2)),
         "pCN": PCN(likelihood, DATA["mu0"], prior_cov, step=0.05),
+        "MALA": MALA(posterior, step_size=0.9, inv_metric=SD**2),
+        "MALA dense": MALA(posterior, step_size=0.9, inv_metric=np.diag(SD**2)),
+        "MALA without a metric": MALA(posterior, step_size=0.15),
         "PT (MH)": ParallelTempering(mh_ladder, lambda d, m: mh_for(d, m, mh_ladder.betas)),
         "PT (HMC)": ParallelTempering(
             hmc_ladder, lambda d, m: hmc_for(d, m, hmc_ladder.betas), swap="random"

@@ -13,6 +13,7 @@ def test_every_method_has_a_config_with_defaults():
         "nuts",
         "hmc",
         "mh",
+        "mala",
         "pcn",
         "h-pcn",
         "pt",

@@ -6,8 +6,11 @@ from pathlib import Path
 import pytest
 
 from stanaccel.cli import main
-from stanaccel.sampling import METHODS, keys, make_config, method_label
+from stanaccel.sampling import METHODS, keys, make_config, method_label, sample
 from stanaccel.sampling.methods import method_spec, methods_in
+from stanaccel.stan import write_data
+from tests.sampling.programs import REGRESSION, regression_data
+from tests.sampling.test_sample import SHORT, check_exact
 
 README = Path(__file__).parents[2] / "README.md"
 
@@ -62,3 +65,29 @@ def test_every_method_has_a_record_that_the_engine_reads():
 def test_an_unknown_method_is_named_with_a_suggestion():
     with pytest.raises(ValueError, match="method = 'hcm': unknown method.*did you mean 'hmc'"):
         method_spec("hcm")
+
+
+@pytest.fixture(scope="module")
+def regression(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("mala")
+    (folder / "regression.stan").write_text(REGRESSION)
+    write_data(folder / "regression.json", regression_data())
+    return folder / "regression.stan", folder / "regression.json"
+
+
+def test_mala_samples_the_known_posterior_with_its_step_tuned_after_the_warmup(regression):
+    program, data = regression
+    lines = []
+    result = sample(program, data, "mala", SHORT, seed=11, progress=False, log=lines.append)
+    check_exact(result, regression_data())
+    assert result.sources["step_size"] == "tuned" and result.charged_seconds["tuning"] > 0
+    assert any(line.startswith("tuned step") for line in lines)
+    assert 0.35 < result.acceptance < 0.8  # Robbins-Monro aims at 0.574
+    assert result.metrics()["sampler"] == "MALA"
+
+
+def test_mala_keeps_the_users_step_size(regression):
+    program, data = regression
+    result = sample(program, data, "mala", {"warmup": 100, "draws": 20, "step_size": 0.05}, progress=False)
+    assert result.config.step_size == 0.05 and result.sources["step_size"] == "user"
+    assert "tuning" not in result.charged_seconds

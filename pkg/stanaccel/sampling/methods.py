@@ -16,8 +16,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, fields
-from typing import Any
+from typing import Any, ClassVar
 
+from stanaccel.kernels.mala import MALA
 from stanaccel.sampling.build import KernelFactory, inner_kernel
 from stanaccel.sampling.config import (
     AEHMCConfig,
@@ -37,6 +38,8 @@ from stanaccel.sampling.config import (
     TTApproxConfig,
     TTConfig,
     _hint,
+    _HMCStep,
+    setting,
 )
 
 
@@ -285,6 +288,34 @@ def _tt_approx_space(tuned: dict[str, Any], beta_floor: float) -> list:
     return [_integers("inner_steps", 1, 10)]
 
 
+@dataclass(frozen=True)
+class MALAConfig(_HMCStep):
+    """Metropolis-adjusted Langevin, preconditioned by the warm-up's inverse metric."""
+
+    method: ClassVar[str] = "mala"
+    tune: int = setting(
+        100,
+        doc="iterations tuning the step by Robbins-Monro before sampling (their time is charged)",
+        kind="int",
+        low=0,
+    )
+
+
+def _mala_steps(factory: KernelFactory, density):
+    config = factory.config
+    metric = factory.tuning.inv_metric if config.precondition else None
+    return lambda h: MALA(density, h, inv_metric=metric)
+
+
+def _mala(factory: KernelFactory):
+    return _mala_steps(factory, factory.record(factory.timed_posterior()))(factory.config.step_size)
+
+
+def _mala_space(tuned: dict[str, Any], beta_floor: float) -> list:
+    step = tuned.get("step_size") or 0.1
+    return [_log_range("step_size", step / 8, step * 2)]
+
+
 _ALL_STUDIES = ("pde", "approximation", "tempering", "latent")
 
 METHODS: dict[str, MethodSpec] = {
@@ -299,6 +330,7 @@ METHODS: dict[str, MethodSpec] = {
             _hmc_space,
             studies=_ALL_STUDIES,
         ),
+        MethodSpec(MALAConfig, "MALA", _mala, _mala_space, StepTuning("step_size", 0.574, 20.0, _mala_steps)),
         MethodSpec(
             PCNConfig,
             "pCN",
