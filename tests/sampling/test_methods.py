@@ -91,3 +91,12 @@ def test_mala_keeps_the_users_step_size(regression):
     result = sample(program, data, "mala", {"warmup": 100, "draws": 20, "step_size": 0.05}, progress=False)
     assert result.config.step_size == 0.05 and result.sources["step_size"] == "user"
     assert "tuning" not in result.charged_seconds
+
+
+def test_every_inner_kernel_choice_is_a_method_with_a_move():
+    from dataclasses import fields
+
+    for name, spec in METHODS.items():
+        inner = next((f for f in fields(spec.config) if f.name == "inner"), None)
+        if inner is not None:
+            assert all(METHODS[choice].move for choice in inner.metadata["choices"]), name

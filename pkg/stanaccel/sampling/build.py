@@ -102,39 +102,47 @@ class Tuning:
         return mean, cov + 1e-9 * np.trace(cov) / len(cov) * np.eye(len(cov))
 
 
-def inner_kernel(
-    config: SamplerConfig,
-    density,
-    tuning: Tuning,
-    beta: float = 1.0,
-    kind: str | None = None,
-    step: float | None = None,
+def mh_move(config: SamplerConfig, density, tuning: Tuning, beta: float = 1.0, step: float | None = None):
+    """Random-walk Metropolis on ``density`` at inverse temperature ``beta`` (see :func:`_widen`)."""
+    covariance = tuning.covariance if config.precondition else None
+    scale = config.scale * _widen(config, beta, ("both", "mh"))
+    return _repeated(config, RandomWalkMetropolis(density, scale=scale, covariance=covariance))
+
+
+def hmc_move(config: SamplerConfig, density, tuning: Tuning, beta: float = 1.0, step: float | None = None):
+    """HMC on ``density`` at inverse temperature ``beta`` (see :func:`_widen`)."""
+    metric = tuning.inv_metric if config.precondition else None
+    step = config.step_size * _widen(config, beta, ("both",))
+    kernel = HMC(density, step, config.n_steps, inv_metric=metric, n_steps_jitter=config.n_steps_jitter)
+    return _repeated(config, kernel)
+
+
+def pcn_move(config: SamplerConfig, density, tuning: Tuning, beta: float = 1.0, step: float | None = None):
+    """pCN on ``density`` about :func:`gaussian_reference`, with ``step`` (default: ``pcn_step``)."""
+    step = config.pcn_step if step is None else step
+    return pcn_kernel(density, gaussian_reference(config, tuning, density.dim), step)
+
+
+def hessian_pcn_move(
+    config: SamplerConfig, density, tuning: Tuning, beta: float = 1.0, step: float | None = None
 ):
-    """The MH, HMC, pCN or h-pCN move of ``config`` on ``density``, at inverse temperature ``beta``.
+    """h-pCN on ``density`` about :func:`laplace_reference`, with ``step`` (default: ``pcn_step``)."""
+    step = config.pcn_step if step is None else step
+    return HessianPCN(density, *laplace_reference(tuning, config.method), step=step)
+
+
+def _widen(config: SamplerConfig, beta: float, scalings: tuple[str, ...]) -> float:
+    """beta^(-1/2) where ``temperature_scaling`` is one of ``scalings``, else 1.
 
     ``temperature_scaling`` says which moves widen at level m, by
-    beta_m^(-1/2), as the tempered target's width grows. pCN and h-pCN
-    (approximation methods only) move with ``pcn_step`` about the Gaussian
-    reference of :func:`gaussian_reference` and :func:`laplace_reference`
-    (``step``, when given, instead of ``pcn_step``: for tuning it).
+    beta_m^(-1/2), as the tempered target's width grows.
     """
-    kind = kind or config.inner
-    step = getattr(config, "pcn_step", None) if step is None else step
-    if kind == "pcn":
-        return pcn_kernel(density, gaussian_reference(config, tuning, density.dim), step)
-    if kind == "h-pcn":
-        return HessianPCN(density, *laplace_reference(tuning, config.method), step=step)
-    scaling = getattr(config, "temperature_scaling", "none")
     widen = beta**-0.5 if beta > 0 else 1.0
-    precondition = config.precondition
-    if kind == "mh":
-        covariance = tuning.covariance if precondition else None
-        scale = config.scale * (widen if scaling in ("both", "mh") else 1.0)
-        kernel = RandomWalkMetropolis(density, scale=scale, covariance=covariance)
-    else:
-        metric = tuning.inv_metric if precondition else None
-        step = config.step_size * (widen if scaling == "both" else 1.0)
-        kernel = HMC(density, step, config.n_steps, inv_metric=metric, n_steps_jitter=config.n_steps_jitter)
+    return widen if getattr(config, "temperature_scaling", "none") in scalings else 1.0
+
+
+def _repeated(config: SamplerConfig, kernel):
+    """The kernel ``inner_steps`` times over (once without that setting)."""
     steps = getattr(config, "inner_steps", 1)
     return kernel if steps == 1 else Cycle([kernel] * steps)
 
@@ -258,18 +266,9 @@ class KernelFactory:
             )
         return self.build(self)
 
-    def posterior_kernel(self, kind: str):
-        """The MH or HMC move of the configuration on the chain's own (recorded) posterior."""
-        return inner_kernel(self.config, self.record(self.timed_posterior()), self.tuning, kind=kind)
-
-    def pcn(self):
-        """pCN on the chain's posterior about :meth:`reference`."""
-        return pcn_kernel(self.record(self.timed_posterior()), self.reference(), self.config.pcn_step)
-
-    def hessian_pcn(self):
-        """h-pCN on the chain's posterior about the warm-up's Laplace approximation."""
-        laplace = laplace_reference(self.tuning, self.config.method)
-        return HessianPCN(self.record(self.timed_posterior()), *laplace, step=self.config.pcn_step)
+    def on_posterior(self, move):
+        """``move`` (such as :func:`mh_move`) on the chain's own posterior, recorded."""
+        return move(self.config, self.record(self.timed_posterior()), self.tuning)
 
     def reference(self) -> tuple[np.ndarray, np.ndarray]:
         """pCN's Gaussian reference (:func:`gaussian_reference`)."""
@@ -279,11 +278,12 @@ class KernelFactory:
         self.densities.append({"exact": exact, "approx": approx or []})
         return exact
 
-    def tempering(self, parallel: bool):
+    def tempering(self, parallel: bool, move):
         """Parallel tempering (``parallel``) or tempered transitions cycled with a move at the target.
 
         The ladder is of powers of the likelihood when the method needs ``beta``,
-        else of nested subsets of the observations.
+        else of nested subsets of the observations; ``move`` (such as
+        :func:`mh_move`) is the inner kernel at each level.
         """
         config = self.config
         powers = "beta" in config.needs
@@ -304,11 +304,11 @@ class KernelFactory:
         self.record(posterior if powers else ladder.levels[0])
 
         def make(density, level):
-            return inner_kernel(config, density, self.tuning, float(betas[level]))
+            return move(config, density, self.tuning, float(betas[level]))
 
         if parallel:
             return ParallelTempering(ladder, make, swap=config.swap)
-        base = inner_kernel(config, ladder.levels[0], self.tuning)
+        base = move(config, ladder.levels[0], self.tuning)
         return Cycle([base, TemperedTransitions(ladder, make)])
 
     def approximations(self) -> list:
@@ -325,19 +325,19 @@ class KernelFactory:
         self.record(exact, approx)
         return exact, approx
 
-    def discretizing_chain(self):
-        """The discretizing chain: the inner kernel on the approximation, marks accepted on pi."""
+    def discretizing_chain(self, move):
+        """The discretizing chain: ``move`` on the approximation, marks accepted on pi."""
         config = self.config
         exact, approx = self.with_approximations()
-        inner = inner_kernel(config, approx[0], self.tuning)
+        inner = move(config, approx[0], self.tuning)
         return DiscretizingChain(exact, inner, moves=config.moves, jump=config.jump)
 
-    def tempered_approximations(self):
-        """Tempered transitions over the ladder of approximations."""
+    def tempered_approximations(self, move):
+        """Tempered transitions over the ladder of approximations, ``move`` at each level."""
         config = self.config
         exact, approx = self.with_approximations()
         ladder = approximation_ladder(exact, approx)
-        return TemperedTransitions(ladder, lambda density, level: inner_kernel(config, density, self.tuning))
+        return TemperedTransitions(ladder, lambda density, level: move(config, density, self.tuning))
 
     def autoencoder_hmc(self):
         """AE-HMC on the chain's posterior (exact mode: with the full-space move)."""

@@ -345,7 +345,7 @@ def sample(
     check_seed(seed, "seed")
     tune = tune_spec(tune)
     spec = method_spec(config.method)
-    if tune is not None and spec.build is None and not spec.latent:
+    if tune is not None and spec.stan_nuts:
         raise ConfigError("Stan's NUTS adapts itself: --tune is for the other methods")
     if tune is not None:
         checked_space(tune, config, {})  # mistakes found before the warm-up, not after
@@ -365,7 +365,7 @@ def sample(
     check_instance(config, model, data, data_label, sources)  # before the warm-up, not after
     name = source.name
     seeds = spawn_seeds(seed, SEEDS)
-    if spec.build is None and not spec.latent:  # Stan's NUTS itself
+    if spec.stan_nuts:
         return _nuts(config, model, name, seed, seeds, warmup_from, progress, say, checkpoint)
 
     charged: dict[str, float] = {}
@@ -524,7 +524,7 @@ def run_sampler(
     if spec.approximations and describe:
         reports["approximations"] = _describe_approximations(factory, tuning, seeds["tuning"], say)
     if spec.approximations and hasattr(model, "approximation_seconds"):
-        built = [model.approximation_seconds.get(spec.label, 0.0) for spec in factory.approximations()]
+        built = [model.approximation_seconds.get(a.label, 0.0) for a in factory.approximations()]
         if sum(built):
             charged["approximations"] = sum(built)
     name = model.name.removesuffix("_model")

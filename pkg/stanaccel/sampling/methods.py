@@ -19,7 +19,7 @@ from dataclasses import dataclass, fields
 from typing import Any, ClassVar
 
 from stanaccel.kernels.mala import MALA
-from stanaccel.sampling.build import KernelFactory, inner_kernel
+from stanaccel.sampling.build import KernelFactory, hessian_pcn_move, hmc_move, mh_move, pcn_move
 from stanaccel.sampling.config import (
     AEHMCConfig,
     AEPCNConfig,
@@ -90,6 +90,10 @@ class MethodSpec:
         list of dimensions) around the warm-up's tuned values; None: none.
     step : StepTuning, optional
         A step tuned by Robbins-Monro after the warm-up.
+    move : callable, optional
+        ``move(config, density, tuning, beta=1.0, step=None)``: the method as
+        the ``inner`` kernel of another (on a tempered level, an
+        approximation), from that method's settings; None: it is not one.
     needs_draws : bool
         It needs warm-up draws (a fitted Gaussian reference, autoencoder
         training): with an earlier warm-up, a NUTS pilot makes them.
@@ -107,6 +111,7 @@ class MethodSpec:
     build: Callable[[KernelFactory], Any] | None
     space: Callable[[dict[str, Any], float], list] | None = None
     step: StepTuning | None = None
+    move: Callable[..., Any] | None = None
     needs_draws: bool = False
     needs_laplace: bool = False
     latent: bool = False
@@ -127,6 +132,11 @@ class MethodSpec:
         if self.config.approximate:
             return False
         return None if "exact" in {f.name for f in fields(self.config)} else True
+
+    @property
+    def stan_nuts(self) -> bool:
+        """Whether it is Stan's NUTS on the program itself (no kernel, no tuning from a warm-up)."""
+        return self.build is None and not self.latent
 
     @property
     def approximations(self) -> bool:
@@ -171,36 +181,41 @@ def methods_in(study: str) -> tuple[str, ...]:
 # Kernels: each takes the factory, whose methods give the chain's densities and the warm-up's tuning.
 
 
+def _inner_move(config: SamplerConfig):
+    """The move of ``config``'s inner kernel (its ``inner`` setting)."""
+    return METHODS[config.inner].move
+
+
 def _mh(factory: KernelFactory):
-    return factory.posterior_kernel("mh")
+    return factory.on_posterior(mh_move)
 
 
 def _hmc(factory: KernelFactory):
-    return factory.posterior_kernel("hmc")
+    return factory.on_posterior(hmc_move)
 
 
 def _pcn(factory: KernelFactory):
-    return factory.pcn()
+    return factory.on_posterior(pcn_move)
 
 
 def _hessian_pcn(factory: KernelFactory):
-    return factory.hessian_pcn()
+    return factory.on_posterior(hessian_pcn_move)
 
 
 def _parallel_tempering(factory: KernelFactory):
-    return factory.tempering(parallel=True)
+    return factory.tempering(parallel=True, move=_inner_move(factory.config))
 
 
 def _tempered_transitions(factory: KernelFactory):
-    return factory.tempering(parallel=False)
+    return factory.tempering(parallel=False, move=_inner_move(factory.config))
 
 
 def _discretizing_chain(factory: KernelFactory):
-    return factory.discretizing_chain()
+    return factory.discretizing_chain(_inner_move(factory.config))
 
 
 def _tempered_approximations(factory: KernelFactory):
-    return factory.tempered_approximations()
+    return factory.tempered_approximations(_inner_move(factory.config))
 
 
 def _autoencoder_hmc(factory: KernelFactory):
@@ -215,13 +230,13 @@ def _autoencoder_pcn(factory: KernelFactory):
 
 
 def _pcn_steps(factory: KernelFactory, density):
-    config, tuning = factory.config, factory.tuning
-    return lambda h: inner_kernel(config, density, tuning, kind=config.method, step=h)
+    config, tuning, move = factory.config, factory.tuning, METHODS[factory.config.method].move
+    return lambda h: move(config, density, tuning, step=h)
 
 
 def _inner_pcn_steps(factory: KernelFactory, density):
-    config, tuning = factory.config, factory.tuning
-    return lambda h: inner_kernel(config, density, tuning, step=h)
+    config, tuning, move = factory.config, factory.tuning, _inner_move(factory.config)
+    return lambda h: move(config, density, tuning, step=h)
 
 
 def _ae_pcn_steps(factory: KernelFactory, density):
@@ -322,12 +337,13 @@ METHODS: dict[str, MethodSpec] = {
     spec.name: spec
     for spec in (
         MethodSpec(NutsConfig, "Stan NUTS", None),
-        MethodSpec(MHConfig, "MH", _mh, _mh_space, studies=("approximation", "tempering")),
+        MethodSpec(MHConfig, "MH", _mh, _mh_space, move=mh_move, studies=("approximation", "tempering")),
         MethodSpec(
             HMCConfig,
             "HMC",
             _hmc,
             _hmc_space,
+            move=hmc_move,
             studies=_ALL_STUDIES,
         ),
         MethodSpec(MALAConfig, "MALA", _mala, _mala_space, StepTuning("step_size", 0.574, 20.0, _mala_steps)),
@@ -337,6 +353,7 @@ METHODS: dict[str, MethodSpec] = {
             _pcn,
             _pcn_space,
             PCN_STEP,
+            pcn_move,
             needs_draws=True,
             studies=("pde",),
         ),
@@ -346,6 +363,7 @@ METHODS: dict[str, MethodSpec] = {
             _hessian_pcn,
             _pcn_space,
             PCN_STEP,
+            hessian_pcn_move,
             needs_laplace=True,
             studies=("pde",),
         ),
