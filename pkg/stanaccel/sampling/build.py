@@ -5,6 +5,8 @@ workflow step and the studies alike. A factory makes one kernel per chain,
 each with Stan instances of its own, so chains run in parallel threads and
 count their own cost; it records each chain's densities (``factory.densities``)
 so that a caller can report the cost of pi and of each approximation.
+Which parts make a method's kernel is the method's ``build`` in the table
+of methods (:mod:`stanaccel.sampling.methods`); the parts are here.
 """
 
 from __future__ import annotations
@@ -225,10 +227,6 @@ class KernelFactory:
         Fixes random subsets (subsampled ladders, subset approximations).
     maps : LatentMaps, optional
         The trained autoencoder (``ae-hmc``, ``ae-pcn``).
-    build : callable, optional
-        ``build(factory)``: the method's kernel from this factory's parts (its
-        :class:`~stanaccel.sampling.methods.MethodSpec`'s ``build``); None for
-        the methods that run Stan's NUTS.
 
     Attributes
     ----------
@@ -245,10 +243,9 @@ class KernelFactory:
         *,
         seed: int = 0,
         maps=None,
-        build=None,
     ):
         self.config, self.model, self.data, self.tuning = config, model, data, tuning
-        self.seed, self.maps, self.build = seed, maps, build
+        self.seed, self.maps = seed, maps
         self.densities: list[dict[str, Any]] = []
 
     def posterior(self):
@@ -260,11 +257,15 @@ class KernelFactory:
         return KeepConstants(self.posterior())
 
     def __call__(self, chain: int):
-        if self.build is None:
+        """Chain ``chain``'s kernel, as the method's record in the table of methods builds it."""
+        from stanaccel.sampling.methods import method_spec  # the table builds on this module
+
+        build = method_spec(self.config.method).build
+        if build is None:
             raise ValueError(
                 f"method {self.config.method!r} has no kernel (nuts and latent-nuts run Stan's NUTS)"
             )
-        return self.build(self)
+        return build(self)
 
     def on_posterior(self, move):
         """``move`` (such as :func:`mh_move`) on the chain's own posterior, recorded."""

@@ -520,7 +520,7 @@ def run_sampler(
         if trained is None:
             trained = train(resolved, tuning, seeds["autoencoder"], say)
         maps, charged["training"], reports["autoencoder"] = trained.maps, trained.seconds, trained.report
-    factory = KernelFactory(resolved, model, data, tuning, seed=seeds["subsets"], maps=maps, build=spec.build)
+    factory = KernelFactory(resolved, model, data, tuning, seed=seeds["subsets"], maps=maps)
     if spec.approximations and describe:
         reports["approximations"] = _describe_approximations(factory, tuning, seeds["tuning"], say)
     if spec.approximations and hasattr(model, "approximation_seconds"):
