@@ -1,4 +1,5 @@
-# stanaccel: `make demo` runs the quickstart workflow, `make test` the whole test suite.
+# stanaccel: `make demo` runs the quickstart workflow, `make test` the whole test suite,
+# `make docs` the documentation site (docs/_build/html/index.html).
 # Both create the virtual environment (.venv) on first use.
 
 PYTHON ?= python3
@@ -6,7 +7,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: demo test lint format bench clean
+.PHONY: demo test docs lint format bench clean
 
 $(STAMP): pyproject.toml
 	@command -v g++ >/dev/null || command -v c++ >/dev/null || { \
@@ -29,7 +30,16 @@ test: $(STAMP)
 	  if [ "$$(id -u)" = 0 ]; then sh -c '$(CHROMIUM_INSTALL)'; else sudo sh -c '$(CHROMIUM_INSTALL)'; fi; }
 	$(BIN)/ruff check pkg tests benchmarks
 	$(BIN)/ruff format --check pkg tests benchmarks
-	$(BIN)/python -m pytest -n auto --dist loadfile
+	$(SPHINX_BUILD)
+	STANACCEL_DOCS_HTML=$(CURDIR)/docs/_build/html $(BIN)/python -m pytest -n auto --dist loadfile
+
+# The documentation site, warnings as errors; -E rereads every page and docstring, so a warning
+# of an unchanged page is not hidden by an earlier build (about 20 s).
+SPHINX_BUILD = $(BIN)/sphinx-build -E -W --keep-going -q -b html docs docs/_build/html
+
+docs: $(STAMP)
+	$(SPHINX_BUILD)
+	@echo "Documentation: docs/_build/html/index.html"
 
 lint: $(STAMP)
 	$(BIN)/ruff check pkg tests benchmarks
@@ -42,4 +52,4 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/gradient_overhead.py
 
 clean:
-	rm -rf $(VENV) output
+	rm -rf $(VENV) output docs/_build docs/api

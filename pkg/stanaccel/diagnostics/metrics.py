@@ -363,7 +363,7 @@ def mcse_z_scores(
 ) -> tuple[np.ndarray, np.ndarray]:
     """Errors of posterior mean and sd estimates in units of their Monte Carlo standard error.
 
-    |z| below about 3.5 is what a correct sampler gives with high probability.
+    ``|z|`` below about 3.5 is what a correct sampler gives with high probability.
     """
     draws = idata.posterior[var_name]
     mean = draws.mean(dim=("chain", "draw")).values
