@@ -35,7 +35,19 @@ html_theme = "pydata_sphinx_theme"
 html_title = "stanaccel"
 html_theme_options = {
     "navigation_with_keys": False,
+    "header_links_before_dropdown": 5,
     "show_toc_level": 2,
     "secondary_sidebar_items": ["page-toc"],
 }
-html_sidebars = {"**": ["sidebar-nav-bs"]}
+# The section navigation, where a section has pages (the methods, the API); none on single pages
+single = [
+    "index",
+    "getting-started",
+    "own-program",
+    "workflows",
+    "scale-out",
+    "studies",
+    "design",
+    "troubleshooting",
+]
+html_sidebars = {page: [] for page in single}
