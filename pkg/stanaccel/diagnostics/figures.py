@@ -21,7 +21,7 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import NullFormatter
 
 from stanaccel.diagnostics._arviz import az, numpy_path
-from stanaccel.results import stan_names
+from stanaccel.names import stan_names
 
 MAX_PLOTTED = 6  # parameters (scalars) in trace and rank plots: keeps the page a few MB
 DPI = 96
