@@ -12,7 +12,7 @@ STAMP := $(VENV)/.installed-stamp
 $(STAMP): pyproject.toml
 	@command -v g++ >/dev/null || command -v c++ >/dev/null || { \
 	  echo "stanaccel needs a C++ compiler to build Stan programs (Debian: apt-get install g++)"; exit 1; }
-	@echo "Setting up .venv: stanaccel and its dependencies (about 2.2 GB, 1-3 minutes on first use)"
+	@echo "Setting up .venv: stanaccel and its dependencies (over 2.4 GB with TensorFlow, 1-3 minutes on first use)"
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -e ".[dev]"
@@ -30,6 +30,7 @@ test: $(STAMP)
 	  if [ "$$(id -u)" = 0 ]; then sh -c '$(CHROMIUM_INSTALL)'; else sudo sh -c '$(CHROMIUM_INSTALL)'; fi; }
 	$(BIN)/ruff check pkg tests benchmarks
 	$(BIN)/ruff format --check pkg tests benchmarks
+	$(BIN)/lint-imports
 	$(SPHINX_BUILD)
 	STANACCEL_DOCS_HTML=$(CURDIR)/docs/_build/html $(BIN)/python -m pytest -n auto --dist loadfile
 
@@ -41,8 +42,10 @@ docs: $(STAMP)
 	$(SPHINX_BUILD)
 	@echo "Documentation: docs/_build/html/index.html"
 
+# lint-imports: the layers contract in pyproject.toml ([tool.importlinter])
 lint: $(STAMP)
 	$(BIN)/ruff check pkg tests benchmarks
+	$(BIN)/lint-imports
 
 format: $(STAMP)
 	$(BIN)/ruff format pkg tests benchmarks

@@ -24,6 +24,7 @@ from collections.abc import Mapping
 from dataclasses import MISSING, asdict, dataclass, field, fields
 from typing import Any, ClassVar
 
+from stanaccel.errors import ConfigError
 from stanaccel.observations import Observations
 
 INNER_KERNELS = ("mh", "hmc")
@@ -32,10 +33,6 @@ LARGEST = 1e6
 """The largest value of a number setting that has no upper bound of its own (a scale, a step size,
 a prior sd). Far beyond any useful value: a proposal scaled by more is refused almost surely, and
 values near the largest float (1e308) overflow to infinity in the first move."""
-
-
-class ConfigError(ValueError):
-    """A sampler setting is unknown, of the wrong kind, out of range, or missing."""
 
 
 def setting(

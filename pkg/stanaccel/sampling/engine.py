@@ -34,6 +34,7 @@ from stanaccel.approx import KeepConstants
 from stanaccel.densities import evaluations
 from stanaccel.diagnostics.files import jsonable
 from stanaccel.executors import Executor, SerialExecutor, check_reachable, executor_from
+from stanaccel.extras import require_latent
 from stanaccel.kernels import KernelRun, run_chains
 from stanaccel.kernels.driver import quantity_fields
 from stanaccel.programs import program_path
@@ -342,6 +343,8 @@ def sample(
     ------
     TypeError
         ``settings`` is not a dict.
+    MissingExtraError
+        A latent method without TensorFlow and Keras (``pip install "stanaccel[latent]"``).
     ConfigError
         A setting is unknown, of the wrong kind or out of range (NaN,
         infinite, above 1e6); a subset's ``m`` or ``latent_dim`` too large;
@@ -362,6 +365,8 @@ def sample(
 
     say = log or (lambda line: None)
     config = make_config(method, settings, sources)
+    if method in LATENT:
+        require_latent(f"method {method!r}")  # pip install "stanaccel[latent]", before the warm-up
     check_seed(seed, "seed")
     tune = tune_spec(tune)
     if tune is not None and method == "nuts":

@@ -1,5 +1,8 @@
 """The PDE posterior as a target of the sampling engine: what a Stan program and its data are to ``sample``.
 
+The engine's adapter for :mod:`stanaccel.pde`, so it lives with the engine (the PDE package
+knows no sampler).
+
 ``stanaccel.sampling.sample(PDETarget(posterior), method=...)`` runs every
 sampler that needs no Stan program on the PDE posterior, with the same
 settings, results and studies as on a Stan program. Three parts differ:
