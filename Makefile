@@ -1,4 +1,5 @@
-# stanaccel: `make demo` runs the quickstart workflow, `make test` the whole test suite.
+# stanaccel: `make demo` runs the quickstart workflow, `make test` the whole test suite,
+# `make docs` the documentation site (docs/_build/html/index.html).
 # Both create the virtual environment (.venv) on first use.
 
 PYTHON ?= python3
@@ -6,12 +7,12 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: demo test lint format bench clean
+.PHONY: demo test docs lint format bench clean
 
 $(STAMP): pyproject.toml
 	@command -v g++ >/dev/null || command -v c++ >/dev/null || { \
 	  echo "stanaccel needs a C++ compiler to build Stan programs (Debian: apt-get install g++)"; exit 1; }
-	@echo "Setting up .venv: stanaccel and its dependencies (about 2.2 GB, 1-3 minutes on first use)"
+	@echo "Setting up .venv: stanaccel and its dependencies (over 2.4 GB with TensorFlow, 1-3 minutes on first use)"
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -e ".[dev]"
@@ -29,10 +30,22 @@ test: $(STAMP)
 	  if [ "$$(id -u)" = 0 ]; then sh -c '$(CHROMIUM_INSTALL)'; else sudo sh -c '$(CHROMIUM_INSTALL)'; fi; }
 	$(BIN)/ruff check pkg tests benchmarks
 	$(BIN)/ruff format --check pkg tests benchmarks
-	$(BIN)/python -m pytest -n auto --dist loadfile
+	$(BIN)/lint-imports
+	$(SPHINX_BUILD)
+	STANACCEL_DOCS_HTML=$(CURDIR)/docs/_build/html $(BIN)/python -m pytest -n auto --dist loadfile
 
+# The documentation site, warnings as errors; -E rereads every page and docstring, so a warning
+# of an unchanged page is not hidden by an earlier build (about 20 s).
+SPHINX_BUILD = $(BIN)/sphinx-build -E -W --keep-going -q -b html docs docs/_build/html
+
+docs: $(STAMP)
+	$(SPHINX_BUILD)
+	@echo "Documentation: docs/_build/html/index.html"
+
+# lint-imports: the layers contract in pyproject.toml ([tool.importlinter])
 lint: $(STAMP)
 	$(BIN)/ruff check pkg tests benchmarks
+	$(BIN)/lint-imports
 
 format: $(STAMP)
 	$(BIN)/ruff format pkg tests benchmarks
@@ -42,4 +55,4 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/gradient_overhead.py
 
 clean:
-	rm -rf $(VENV) output
+	rm -rf $(VENV) output docs/_build docs/api

@@ -7,15 +7,21 @@ target with ``os.replace`` (atomic on one file system).
 
 A checkpoint must also be whole when it is read back: a disk error or a
 stray write can damage it after it was written. :func:`write_checked_pickle`
-records the file's size and SHA-256 in a manifest beside it, written last
-(as the compile cache does, :mod:`stanaccel.stan.cache`), and
-:func:`read_checked_pickle` refuses a file that does not match it.
+records the file's size and SHA-256 in a manifest beside it, written last,
+and :func:`read_checked_pickle` refuses a file that does not match it. The
+compile cache (:mod:`stanaccel.stan.cache`) uses the same manifests
+(:func:`damage`, :func:`write_manifest`). This module imports nothing else of
+stanaccel.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 import pickle
+import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
@@ -52,16 +58,12 @@ def write_checked_pickle(path: Path, value: Any) -> None:
     A kill between the two leaves a file that does not match its manifest,
     which :func:`read_checked_pickle` refuses.
     """
-    from stanaccel.stan.cache import write_manifest
-
     write_pickle(path, value)
     write_manifest(Path(path), Path(path), {})
 
 
 def read_checked_pickle(path: Path) -> Any:
     """What ``path`` holds, if it matches its manifest; else ``ValueError`` naming the file and why."""
-    from stanaccel.stan.cache import damage
-
     problem = damage(Path(path))
     if problem is not None:
         raise ValueError(f"{path} is damaged ({problem})")
@@ -70,7 +72,62 @@ def read_checked_pickle(path: Path) -> Any:
 
 def remove_checked(path: Path) -> None:
     """Remove a file written by :func:`write_checked_pickle` and its manifest, if present."""
-    from stanaccel.stan.cache import manifest_path
-
     for file in (Path(path), manifest_path(Path(path))):
         file.unlink(missing_ok=True)
+
+
+# The manifests, shared with the compile cache (stanaccel.stan.cache): an artefact is used
+# only if it matches the size and SHA-256 recorded beside it.
+
+
+def file_sha256(path: Path) -> str:
+    """The SHA-256 hex digest of a file's bytes."""
+    with open(path, "rb") as handle:
+        return hashlib.file_digest(handle, "sha256").hexdigest()
+
+
+def manifest_path(target: Path) -> Path:
+    """Where the manifest of the artefact ``target`` lives: ``<target>.json``."""
+    return target.with_name(target.name + ".json")
+
+
+def damage(target: Path) -> str | None:
+    """Why the cached artefact ``target`` cannot be used, or None if it matches its manifest.
+
+    Returns "missing" if there is no artefact at all (not yet built).
+    """
+    if not target.exists():
+        return "missing"
+    try:
+        record = json.loads(manifest_path(target).read_text())
+        size, sha256 = record["size"], record["sha256"]
+    except FileNotFoundError:
+        return "no manifest"
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        return f"unreadable manifest: {exc!r}"
+    actual_size = target.stat().st_size
+    if actual_size != size:
+        return f"size {actual_size} != {size}"
+    actual_sha256 = file_sha256(target)
+    if actual_sha256 != sha256:
+        return f"SHA-256 {actual_sha256[:16]}... != {str(sha256)[:16]}..."
+    return None
+
+
+def write_manifest(target: Path, built: Path, info: dict[str, str]) -> None:
+    """Record the size and SHA-256 of ``built`` (the artefact to become ``target``)."""
+    record = {
+        "artefact": target.name,
+        "size": built.stat().st_size,
+        "sha256": file_sha256(built),
+        "built_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        **info,
+    }
+    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".tmp-", suffix=".json")
+    try:
+        with os.fdopen(fd, "w") as handle:
+            json.dump(record, handle, indent=1)
+        os.replace(tmp, manifest_path(target))
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)

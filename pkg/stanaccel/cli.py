@@ -501,7 +501,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def _main(argv: list[str] | None) -> int:
     args = build_parser().parse_args(argv)
-    from stanaccel.executors import MissingExtraError
+    from stanaccel.extras import MissingExtraError
     from stanaccel.stan.compiler import enable_build_messages
     from stanaccel.stan.errors import StanError
 

@@ -41,14 +41,12 @@ from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from stanaccel.extras import MissingExtraError
+
 SPECS = "serial, threads[:N], processes[:N], dask:local[:N] or dask:ADDRESS (such as dask:tcp://host:8786)"
 DASK_MISSING = (
     "the Dask executor needs dask.distributed, which is not installed: pip install 'stanaccel[distributed]'"
 )
-
-
-class MissingExtraError(ImportError):
-    """An executor needs a package of an optional extra that is not installed; the message names it."""
 
 
 class Executor(ABC):

@@ -30,6 +30,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from stanaccel.names import stan_names
+
 if TYPE_CHECKING:
     import arviz
     import pandas
@@ -67,13 +69,6 @@ class Quantities:
     def of(cls, values: Quantities | dict[str, np.ndarray]) -> Quantities:
         """``values`` as Quantities: a dict is the posterior alone."""
         return values if isinstance(values, Quantities) else cls(dict(values))
-
-
-def stan_names(name: str, shape: tuple[int, ...]) -> list[str]:
-    """Stan's names of a variable's scalars in row-major order: ``b`` or ``b[1]``, ``b[2]``, ``m[1,2]``."""
-    if not shape:
-        return [name]
-    return [f"{name}[{','.join(str(i + 1) for i in index)}]" for index in np.ndindex(*shape)]
 
 
 class Result:

@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 
 from stanaccel.pde import elliptic_posterior
-from stanaccel.pde.target import PDETarget
 from stanaccel.sampling import ConfigError, make_config, sample
+from stanaccel.sampling.pde_target import PDETarget
 
 
 @pytest.fixture(scope="module")

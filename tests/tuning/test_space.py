@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from stanaccel.sampling.config import ConfigError
+from stanaccel.sampling.config import ConfigError, check_setting, keys
 from stanaccel.tuning import Categorical, Integer, Real, Space
 
 SPACE = Space(
@@ -109,14 +109,14 @@ def test_bad_spaces(build, message):
 )
 def test_check_against_a_method(dimension, method, message):
     with pytest.raises(ConfigError, match=message):
-        Space([dimension]).check(method)
+        Space([dimension]).check(method, keys=keys, check_setting=check_setting)
 
 
 def test_check_accepts_a_method_s_settings():
     space = Space([Integer("n_steps", 1, 50), Real("step_size", 1e-3, 1.0, log=True)])
-    assert space.check("hmc") is space and space.check() is space
+    assert space.check("hmc", keys=keys, check_setting=check_setting) is space and space.check() is space
     with pytest.raises(ConfigError, match="unknown method"):
-        space.check("hcm")
+        space.check("hcm", keys=keys, check_setting=check_setting)
 
 
 def test_contains_says_whether_settings_are_points_of_the_space():

@@ -20,8 +20,8 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.ticker import NullFormatter
 
-from stanaccel.diagnostics._arviz import az
-from stanaccel.results import stan_names
+from stanaccel.diagnostics._arviz import az, numpy_path
+from stanaccel.names import stan_names
 
 MAX_PLOTTED = 6  # parameters (scalars) in trace and rank plots: keeps the page a few MB
 DPI = 96
@@ -148,7 +148,10 @@ def ess_per_second_figure(rows: list[dict]) -> Figure:
 
 @contextmanager
 def _quiet_arviz():
-    """ArviZ 0.2x's plots call a matplotlib helper that matplotlib 3.11 deprecates; nothing to act on here."""
-    with warnings.catch_warnings():
+    """ArviZ 0.2x's plots call a matplotlib helper that matplotlib 3.11 deprecates; nothing to act on here.
+
+    The plots' statistics run on ArviZ's NumPy path, as the metrics do (see ``_arviz``).
+    """
+    with warnings.catch_warnings(), numpy_path():
         warnings.filterwarnings("ignore", message="Passing a dict or None as alias_mapping")
         yield

@@ -17,9 +17,10 @@ from typing import Any
 
 import numpy as np
 
-from stanaccel.diagnostics._arviz import az
+from stanaccel.diagnostics._arviz import az, numpy_path
 
 
+@numpy_path()
 def summary(idata: az.InferenceData, var_names: list[str] | None = None):
     """ArviZ's summary table (mean, sd, HDI, MCSE, ESS bulk and tail, R-hat)."""
     return az.summary(idata, var_names=var_names)
@@ -98,6 +99,7 @@ def _worst_name(values: dict[str, float], worst: float) -> str:
     return next((name for name, value in values.items() if value == worst), "")
 
 
+@numpy_path()
 def convergence_metrics(
     idata: az.InferenceData,
     *,
@@ -358,12 +360,13 @@ def statistics_lines(metrics: dict[str, Any], indent: str = "") -> list[str]:
     return [f"{indent}{label}: {_shown(value)}" for label, value in rows]
 
 
+@numpy_path()
 def mcse_z_scores(
     idata: az.InferenceData, var_name: str, true_mean: np.ndarray, true_sd: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray]:
     """Errors of posterior mean and sd estimates in units of their Monte Carlo standard error.
 
-    |z| below about 3.5 is what a correct sampler gives with high probability.
+    ``|z|`` below about 3.5 is what a correct sampler gives with high probability.
     """
     draws = idata.posterior[var_name]
     mean = draws.mean(dim=("chain", "draw")).values
@@ -373,6 +376,7 @@ def mcse_z_scores(
     return (mean - true_mean) / mcse_mean, (sd - true_sd) / mcse_sd
 
 
+@numpy_path()
 def reference_z_scores(idata: az.InferenceData, reference: az.InferenceData) -> np.ndarray:
     """Differences of posterior means and sds from a reference run, in combined MCSE units.
 
@@ -395,6 +399,7 @@ def reference_z_scores(idata: az.InferenceData, reference: az.InferenceData) -> 
     return np.array(out)
 
 
+@numpy_path()
 def rhat_trace(draws: np.ndarray, points: int = 12) -> list[tuple[int, float]]:
     """Median R-hat over coordinates against the number of draws.
 
@@ -413,6 +418,7 @@ def rhat_trace(draws: np.ndarray, points: int = 12) -> list[tuple[int, float]]:
     return out
 
 
+@numpy_path()
 def autocorrelation(series: np.ndarray, max_lag: int) -> np.ndarray:
     """Autocorrelation of a scalar statistic at lags 0..max_lag, per chain (ArviZ's FFT estimate).
 
@@ -428,11 +434,13 @@ def autocorrelation(series: np.ndarray, max_lag: int) -> np.ndarray:
     return out
 
 
+@numpy_path()
 def bulk_ess(series: np.ndarray) -> float:
     """The rank-normalised bulk ESS of a scalar statistic over chains, ``series`` (chains, draws)."""
     return float(az.ess(np.asarray(series, dtype=float), method="bulk"))
 
 
+@numpy_path()
 def mcse_mean(series: np.ndarray) -> float:
     """The Monte Carlo standard error of the mean of a scalar statistic, ``series`` (chains, draws)."""
     return float(az.mcse(np.asarray(series, dtype=float), method="mean"))

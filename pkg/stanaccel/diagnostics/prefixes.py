@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from stanaccel.diagnostics._arviz import az
+from stanaccel.diagnostics._arviz import az, numpy_path
 
 FRACTIONS = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0)
 
 
+@numpy_path()
 def convergence_by_prefix(
     idata: az.InferenceData,
     *,

@@ -41,7 +41,6 @@ half at k-means centres of the data, half drawn from the initial base measure.
 
 from __future__ import annotations
 
-import os
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -50,6 +49,7 @@ import numpy as np
 from scipy.special import digamma, expit, gammaln, polygamma
 from threadpoolctl import threadpool_limits
 
+from stanaccel.extras import import_keras
 from stanaccel.gpdensity.base_measure import GaussianBase
 from stanaccel.gpdensity.covariance import JITTER, SquaredExponential
 from stanaccel.gpdensity.gibbs import HYPER_PRIOR_SD, check_data
@@ -61,12 +61,7 @@ NOTE = "approximate: mean-field variational posterior with a sparse GP; not the 
 
 
 def _tensorflow():
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    os.environ.setdefault("KERAS_BACKEND", "tensorflow")
-    import keras
-    import tensorflow as tf
-
-    return tf, keras
+    return import_keras("the GP density model's variational method")
 
 
 def solve_alpha(n_data: int, mean_rho: float) -> float:

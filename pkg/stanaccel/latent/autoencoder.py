@@ -17,12 +17,12 @@ Training stops early on the reconstruction error of held-out draws.
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
+from stanaccel.extras import import_keras
 from stanaccel.latent.network import DenseLayer, DenseNetwork, LatentMaps
 
 ARCHITECTURES = ("linear", "tanh")
@@ -269,11 +269,7 @@ class Autoencoder:
 
 
 def _keras():
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    os.environ.setdefault("KERAS_BACKEND", "tensorflow")
-    import keras
-
-    return keras
+    return import_keras("the autoencoder of the latent methods")[1]
 
 
 def _build(keras, architecture: str, dim: int, latent_dim: int, hidden: int):

@@ -5,7 +5,7 @@ constant), u(xi) = mean + L xi. It has the interface of a Stan model (``dim``,
 ``log_density``, ``log_density_gradient -> (lp, grad)``, the evaluation
 counters ``n_log_density`` and ``n_gradient``, ``with_data``,
 ``param_unc_names``), so kernels run on it unchanged and the sampling engine
-takes it where it takes a Stan program (:mod:`stanaccel.pde.target`).
+takes it where it takes a Stan program (:mod:`stanaccel.sampling.pde_target`).
 :attr:`likelihood` is the log likelihood alone, the density pCN wants (its
 prior in xi is N(0, I)).
 """

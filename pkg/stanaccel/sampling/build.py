@@ -33,7 +33,7 @@ from stanaccel.kernels import (
 )
 from stanaccel.kernels.hessian_pcn import HessianPCN
 from stanaccel.kernels.pcn import gaussian_root, whiten
-from stanaccel.sampling.config import ConfigError, SamplerConfig
+from stanaccel.sampling.config import ConfigError, SamplerConfig, method_record
 from stanaccel.sampling.program import approximation, observations_for
 from stanaccel.stan import StanModel, compile_program
 
@@ -258,9 +258,7 @@ class KernelFactory:
 
     def __call__(self, chain: int):
         """Chain ``chain``'s kernel, as the method's record in the table of methods builds it."""
-        from stanaccel.sampling.methods import method_spec  # the table builds on this module
-
-        build = method_spec(self.config.method).build
+        build = method_record(self.config.method).build
         if build is None:
             raise ValueError(
                 f"method {self.config.method!r} has no kernel (nuts and latent-nuts run Stan's NUTS)"

@@ -24,6 +24,7 @@ from collections.abc import Mapping
 from dataclasses import MISSING, asdict, dataclass, field, fields
 from typing import Any, ClassVar
 
+from stanaccel.errors import ConfigError
 from stanaccel.observations import Observations
 
 INNER_KERNELS = ("mh", "hmc")
@@ -32,10 +33,6 @@ LARGEST = 1e6
 """The largest value of a number setting that has no upper bound of its own (a scale, a step size,
 a prior sd). Far beyond any useful value: a proposal scaled by more is refused almost surely, and
 values near the largest float (1e308) overflow to infinity in the first move."""
-
-
-class ConfigError(ValueError):
-    """A sampler setting is unknown, of the wrong kind, out of range, or missing."""
 
 
 def setting(
@@ -539,14 +536,25 @@ def keys(method: str) -> list[str]:
     return [f.name for f in fields(config_class(method))]
 
 
+TABLE: dict[str, Any] = {}
+"""The table of methods, name -> :class:`~stanaccel.sampling.methods.MethodSpec`, in its order.
+
+:mod:`stanaccel.sampling.methods` defines it on this module's classes and fills it here when
+``stanaccel.sampling`` is imported (this module cannot import it: that would be a circle)."""
+
+
+def method_record(method: str, where: str = "method"):
+    """The record of ``method`` in the table of methods, or a :class:`ConfigError` naming the methods."""
+    if method not in TABLE:
+        raise ConfigError(
+            f"{where} = {method!r}: unknown method; expected one of {', '.join(TABLE)}" + _hint(method, TABLE)
+        )
+    return TABLE[method]
+
+
 def config_class(method: str, where: str = "method") -> type[SamplerConfig]:
-    """The settings class of ``method``, from the table of methods (:mod:`stanaccel.sampling.methods`).
-
-    That table builds on this module's classes, so it is imported here, when first asked.
-    """
-    from stanaccel.sampling.methods import method_spec
-
-    return method_spec(method, where).config
+    """The settings class of ``method`` (from :data:`TABLE`)."""
+    return method_record(method, where).config
 
 
 def make_config(
@@ -694,10 +702,8 @@ def parse_assignment(text: str) -> tuple[str, Any]:
 
 def table_rows() -> list[dict[str, str]]:
     """Every setting of every method: for the README's table and ``stanaccel sample --help``."""
-    from stanaccel.sampling.methods import METHODS
-
     rows: dict[str, dict[str, Any]] = {}
-    for method, spec in METHODS.items():
+    for method, spec in TABLE.items():
         for f in fields(spec.config):
             meta = f.metadata
             default = meta.get("fallback") if f.default is None else f.default

@@ -34,6 +34,7 @@ from stanaccel.approx import KeepConstants
 from stanaccel.densities import evaluations
 from stanaccel.diagnostics.files import jsonable
 from stanaccel.executors import Executor, SerialExecutor, check_reachable, executor_from
+from stanaccel.extras import require_latent
 from stanaccel.kernels import KernelRun, run_chains
 from stanaccel.kernels.driver import quantity_fields
 from stanaccel.programs import program_path
@@ -322,6 +323,8 @@ def sample(
     ------
     TypeError
         ``settings`` is not a dict.
+    MissingExtraError
+        A latent method without TensorFlow and Keras (``pip install "stanaccel[latent]"``).
     ConfigError
         A setting is unknown, of the wrong kind or out of range (NaN,
         infinite, above 1e6); a subset's ``m`` or ``latent_dim`` too large;
@@ -342,9 +345,11 @@ def sample(
 
     say = log or (lambda line: None)
     config = make_config(method, settings, sources)
+    spec = method_spec(config.method)
+    if spec.latent:
+        require_latent(f"method {method!r}")  # pip install "stanaccel[latent]", before the warm-up
     check_seed(seed, "seed")
     tune = tune_spec(tune)
-    spec = method_spec(config.method)
     if tune is not None and spec.stan_nuts:
         raise ConfigError("Stan's NUTS adapts itself: --tune is for the other methods")
     if tune is not None:

@@ -21,9 +21,9 @@ from typing import Any, ClassVar
 from stanaccel.kernels.mala import MALA
 from stanaccel.sampling.build import KernelFactory, hessian_pcn_move, hmc_move, mh_move, pcn_move
 from stanaccel.sampling.config import (
+    TABLE,
     AEHMCConfig,
     AEPCNConfig,
-    ConfigError,
     DCConfig,
     HMCConfig,
     HPCNConfig,
@@ -37,8 +37,8 @@ from stanaccel.sampling.config import (
     STTConfig,
     TTApproxConfig,
     TTConfig,
-    _hint,
     _HMCStep,
+    method_record,
     setting,
 )
 
@@ -165,12 +165,7 @@ class MethodSpec:
 
 def method_spec(method: str, where: str = "method") -> MethodSpec:
     """The record of ``method``, or a :class:`ConfigError` naming the methods there are."""
-    if method not in METHODS:
-        raise ConfigError(
-            f"{where} = {method!r}: unknown method; expected one of {', '.join(METHODS)}"
-            + _hint(method, METHODS)
-        )
-    return METHODS[method]
+    return method_record(method, where)
 
 
 def methods_in(study: str) -> tuple[str, ...]:
@@ -441,3 +436,4 @@ METHODS: dict[str, MethodSpec] = {
         ),
     )
 }
+TABLE.update(METHODS)  # the settings' module looks methods up there (it cannot import this module)

@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 
 from stanaccel.diagnostics.metrics import bulk_ess
-from stanaccel.sampling.config import ConfigError, SamplerConfig, check_setting
+from stanaccel.sampling.config import ConfigError, SamplerConfig, check_setting, keys
 from stanaccel.sampling.methods import METHODS, method_spec
 from stanaccel.stan.errors import StanDataError
 from stanaccel.tuning import (
@@ -178,7 +178,7 @@ def checked_space(
         space = Space.from_dict(spec.space)
     else:
         space = default_space(config.method, tuned, beta_floor)
-    space.check(config.method)
+    space.check(config.method, keys=keys, check_setting=check_setting)
     fixed = sorted(set(space.names) & config.user_keys())
     if fixed:
         raise ConfigError(f"--tune cannot tune {', '.join(fixed)}: you set them; leave them out of the space")

@@ -21,13 +21,14 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import hashlib
-import json
 import logging
 import os
 import tempfile
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+
+# The manifests live in stanaccel.atomic (checkpoints use them too); named here as well.
+from stanaccel.atomic import damage, file_sha256, manifest_path, write_manifest  # noqa: F401
 
 CACHE_ENV = "STANACCEL_CACHE"
 
@@ -55,43 +56,9 @@ def content_hash(*parts: str) -> str:
     return digest.hexdigest()[:20]
 
 
-def file_sha256(path: Path) -> str:
-    """The SHA-256 hex digest of a file's bytes."""
-    with open(path, "rb") as handle:
-        return hashlib.file_digest(handle, "sha256").hexdigest()
-
-
-def manifest_path(target: Path) -> Path:
-    """Where the manifest of the artefact ``target`` lives: ``<target>.json``."""
-    return target.with_name(target.name + ".json")
-
-
 def lock_path(target: Path) -> Path:
     """The lock file serialising builds of ``target``: ``<target>.lock``."""
     return target.with_name(target.name + ".lock")
-
-
-def damage(target: Path) -> str | None:
-    """Why the cached artefact ``target`` cannot be used, or None if it matches its manifest.
-
-    Returns "missing" if there is no artefact at all (not yet built).
-    """
-    if not target.exists():
-        return "missing"
-    try:
-        record = json.loads(manifest_path(target).read_text())
-        size, sha256 = record["size"], record["sha256"]
-    except FileNotFoundError:
-        return "no manifest"
-    except (OSError, ValueError, KeyError, TypeError) as exc:
-        return f"unreadable manifest: {exc!r}"
-    actual_size = target.stat().st_size
-    if actual_size != size:
-        return f"size {actual_size} != {size}"
-    actual_sha256 = file_sha256(target)
-    if actual_sha256 != sha256:
-        return f"SHA-256 {actual_sha256[:16]}... != {str(sha256)[:16]}..."
-    return None
 
 
 @contextlib.contextmanager
@@ -120,25 +87,6 @@ def _remove(target: Path) -> None:
     for path in (target, manifest_path(target)):
         with contextlib.suppress(FileNotFoundError):
             path.unlink()
-
-
-def write_manifest(target: Path, built: Path, info: dict[str, str]) -> None:
-    """Record the size and SHA-256 of ``built`` (the artefact to become ``target``)."""
-    record = {
-        "artefact": target.name,
-        "size": built.stat().st_size,
-        "sha256": file_sha256(built),
-        "built_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-        **info,
-    }
-    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".tmp-", suffix=".json")
-    try:
-        with os.fdopen(fd, "w") as handle:
-            json.dump(record, handle, indent=1)
-        os.replace(tmp, manifest_path(target))
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
 
 
 def build_once(target: Path, build: Callable[[Path], dict[str, str] | None], what: str | None = None) -> bool:

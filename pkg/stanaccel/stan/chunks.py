@@ -44,6 +44,7 @@ import numpy as np
 
 from stanaccel.atomic import read_checked_pickle, write_checked_pickle
 from stanaccel.seeds import spawn_seed
+from stanaccel.stan.services import SAMPLER_COLUMNS, chain_settings, init_texts
 
 CHUNK_DRAWS = 100
 """Kept draws per checkpointed chunk: a kill loses at most this much of each chain's sampling."""
@@ -146,9 +147,7 @@ class ChunkedChain:
 
     def _service(self, settings: dict) -> dict | None:
         """Run one service call; None if stopped before it began."""
-        from stanaccel.stan.nuts import _chain_settings
-
-        base = _chain_settings(self.config, self.chain, self.init, "", self.step_size)
+        base = chain_settings(self.config, self.chain, self.init, "", self.step_size)
         run = self.model.program.module.NutsChain(self.model._model, {**base, **settings})
         self.current = run
         if self.stopping:
@@ -166,8 +165,6 @@ class ChunkedChain:
     def run(self) -> None:
         """The warm-up (unless checkpointed), then every chunk not yet checkpointed."""
         import json
-
-        from stanaccel.stan.nuts import SAMPLER_COLUMNS, _init_texts
 
         config, metric_text = self.config, json.dumps({"inv_metric": self.metric.tolist()})
         if config.warmup > 0 and self.saved["warmup"] is None:
@@ -196,7 +193,7 @@ class ChunkedChain:
             last = ([warm] if warm is not None else []) + self.saved["chunks"]
             last = [p for p in last if p["diagnostic_rows"].shape[0]]
             init = (
-                _init_texts(self.model, last[-1]["diagnostic_rows"][-1, n_sampler : n_sampler + dim], 1)[0]
+                init_texts(self.model, last[-1]["diagnostic_rows"][-1, n_sampler : n_sampler + dim], 1)[0]
                 if last
                 else self.init
             )

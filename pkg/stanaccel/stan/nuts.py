@@ -18,7 +18,6 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -31,17 +30,7 @@ from stanaccel.stan.chunks import CHUNK_DRAWS, chunked_chains
 from stanaccel.stan.errors import StanEvaluationError
 from stanaccel.stan.model import StanModel, Variables, unflatten
 from stanaccel.stan.quantities import generated_names, split_log_likelihood, transformed_names
-
-# Stan's sampler columns and the names ArviZ uses for them.
-SAMPLER_COLUMNS = {
-    "lp__": "lp",
-    "accept_stat__": "acceptance_rate",
-    "stepsize__": "step_size",
-    "treedepth__": "tree_depth",
-    "n_leapfrog__": "n_steps",
-    "divergent__": "diverging",
-    "energy__": "energy",
-}
+from stanaccel.stan.services import SAMPLER_COLUMNS, chain_settings, init_texts
 
 
 @dataclass
@@ -435,18 +424,18 @@ def sample_nuts(
     config.check()
     if step_sizes is None or len(step_sizes) != config.chains:
         step_sizes = np.full(config.chains, config.step_size)
-    init_texts = _init_texts(model, inits, config.chains)
+    inits_text = init_texts(model, inits, config.chains)
     metrics = _initial_metrics(model.dim, inv_metric, config)
     metric_texts = [json.dumps({"inv_metric": m.tolist()}) for m in metrics]
     if checkpoint is not None:
         runs = chunked_chains(
-            model, config, init_texts, metrics, step_sizes, Path(checkpoint), checkpoint_draws
+            model, config, inits_text, metrics, step_sizes, Path(checkpoint), checkpoint_draws
         )
     else:
         runs = []
         for c in range(config.chains):
-            chain_settings = _chain_settings(config, c, init_texts[c], metric_texts[c], step_sizes[c])
-            runs.append(model.program.module.NutsChain(model._model, chain_settings))
+            one_chain = chain_settings(config, c, inits_text[c], metric_texts[c], step_sizes[c])
+            runs.append(model.program.module.NutsChain(model._model, one_chain))
     start = time.perf_counter()
     threads = [threading.Thread(target=run.run, daemon=True) for run in runs]
     for thread in threads:
@@ -487,58 +476,6 @@ def _wait(runs: list, threads: list[threading.Thread], config: NutsSettings, pro
         return True
     finally:
         bars.close()
-
-
-def _chain_settings(config: NutsSettings, chain: int, init: str, metric: str, step_size: float) -> dict:
-    return {
-        "metric": config.metric,
-        "adapt": bool(config.adapt and config.warmup > 0),
-        "init": init,
-        "inv_metric": metric,
-        "seed": int(config.seed),
-        "chain": chain + 1,
-        "init_radius": float(config.init_radius),
-        "num_warmup": int(config.warmup),
-        "num_samples": int(config.draws),
-        "num_thin": int(config.thin),
-        "stepsize": float(step_size),
-        "stepsize_jitter": float(config.step_size_jitter),
-        "max_depth": int(config.max_depth),
-        "delta": float(config.delta),
-        "gamma": float(config.gamma),
-        "kappa": float(config.kappa),
-        "t0": float(config.t0),
-        "init_buffer": int(config.init_buffer),
-        "term_buffer": int(config.term_buffer),
-        "window": int(config.window),
-    }
-
-
-def _init_texts(model: StanModel, inits: Any, chains: int) -> list[str]:
-    """Stan JSON init text per chain."""
-    from stanaccel.stan.data import data_to_json
-
-    if inits is None:
-        return ["{}"] * chains
-    if isinstance(inits, Mapping):
-        return [data_to_json(inits)] * chains
-    if isinstance(inits, Sequence) and inits and isinstance(inits[0], Mapping):
-        if len(inits) != chains:
-            raise ValueError(f"got {len(inits)} init dicts for {chains} chains")
-        return [data_to_json(i) for i in inits]
-    points = np.atleast_2d(np.asarray(inits, dtype=float))
-    if points.shape[-1] != model.dim:
-        raise ValueError(f"unconstrained inits have {points.shape[-1]} columns, the model has {model.dim}")
-    if points.shape[0] == 1:
-        points = np.repeat(points, chains, axis=0)
-    if points.shape[0] != chains:
-        raise ValueError(f"got {points.shape[0]} unconstrained inits for {chains} chains")
-    variables = model.variables()
-    texts = []
-    for point in points:
-        values = unflatten(model.param_constrain(point), variables)
-        texts.append(data_to_json(values))
-    return texts
 
 
 def _initial_metrics(dim: int, inv_metric: np.ndarray | None, config: NutsSettings) -> np.ndarray:

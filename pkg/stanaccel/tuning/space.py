@@ -13,13 +13,14 @@ from __future__ import annotations
 import difflib
 import math
 import numbers
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 from scipy.stats import qmc
 
-from stanaccel.sampling.config import ConfigError, check_setting, keys
+from stanaccel.errors import ConfigError
 
 CANDIDATE_LIMIT = 20000
 """The largest candidate set :meth:`Space.candidates` makes."""
@@ -239,15 +240,28 @@ class Space:
                 raise ConfigError(f"{shown}: {error}") from None
         return cls(dimensions)
 
-    def check(self, method: str | None = None) -> Space:
+    def check(
+        self,
+        method: str | None = None,
+        *,
+        keys: Callable[[str], list[str]] | None = None,
+        check_setting: Callable[[str, str, Any], Any] | None = None,
+    ) -> Space:
         """Check that every dimension is a setting of ``method`` and inside its allowed values.
 
         Without a method, the space needs nothing more than the checks made
-        when it was built. Returns the space; raises :class:`ConfigError`
-        naming the setting and the method.
+        when it was built. With one, the caller says what the method takes
+        (the tuning package knows no sampler): ``keys(method)`` lists its
+        settings and ``check_setting(method, name, value)`` raises
+        :class:`ConfigError` for a value it refuses (``--tune`` passes
+        :func:`stanaccel.sampling.config.keys` and
+        :func:`~stanaccel.sampling.config.check_setting`). Returns the space;
+        raises :class:`ConfigError` naming the setting and the method.
         """
         if method is None:
             return self
+        if keys is None or check_setting is None:
+            raise TypeError("Space.check(method) needs keys= and check_setting= (the method's settings)")
         allowed = keys(method)
         for dimension in self.dimensions:
             name = dimension.name

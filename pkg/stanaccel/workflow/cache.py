@@ -34,8 +34,7 @@ from typing import Any
 
 import numpy as np
 
-from stanaccel.atomic import write_bytes
-from stanaccel.stan.cache import file_sha256
+from stanaccel.atomic import file_sha256, write_bytes
 from stanaccel.workflow.context import RunContext
 
 MARKER = "step.json"

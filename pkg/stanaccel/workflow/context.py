@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from stanaccel.executors import Executor, SerialExecutor
+from stanaccel.programs import program_path
 
 
 @dataclass
@@ -78,3 +79,13 @@ class RunContext:
         folder = self.output / step["name"] / "checkpoints"
         folder.mkdir(parents=True, exist_ok=True)
         return folder
+
+
+def program_file(program: str, context: RunContext) -> Path:
+    """A bundled program by name, else a ``.stan`` path."""
+    if program.endswith(".stan") or "/" in program:
+        path = context.resolve_path(program)
+        if not path.is_file():
+            raise FileNotFoundError(f"Stan program file not found: {program}")
+        return path
+    return program_path(program)

@@ -34,6 +34,7 @@ from typing import Any
 
 import numpy as np
 
+from stanaccel.extras import require_latent
 from stanaccel.gpdensity import GaussianBase, GibbsSampler, VariationalDensity
 from stanaccel.gpdensity.stan_baseline import fit_stan_baseline
 from stanaccel.gpdensity.synthetic import TARGETS, Mixture, distances, target
@@ -73,6 +74,8 @@ SCHEMA = Table(
 
 def density_study_step(step: dict[str, Any], context, seed: int) -> dict[str, Any]:
     """Run the study (see the module docstring) and write its tables and plots."""
+    if "variational" in step:
+        require_latent(f"step {step['name']!r}: the variational method")
     folder = context.output / step["name"]
     folder.mkdir(parents=True, exist_ok=True)
     truth = target(step.get("target", "bimodal_1d"))

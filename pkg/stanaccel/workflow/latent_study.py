@@ -53,6 +53,7 @@ from scipy.special import expit
 
 from stanaccel.datasets import generate
 from stanaccel.diagnostics import reference_z_scores, to_inference_data
+from stanaccel.extras import require_latent
 from stanaccel.latent import Autoencoder, decoder_data
 from stanaccel.programs import program_path
 from stanaccel.sampling.build import Tuning
@@ -138,6 +139,7 @@ SCHEMA = Table(
 
 def latent_study_step(step: dict[str, Any], context, seed: int) -> dict[str, Any]:
     """Run the study (see the module docstring) and write its tables."""
+    require_latent(f"step {step['name']!r} (latent_study)")  # before the NUTS runs
     folder = context.output / step["name"]
     folder.mkdir(parents=True, exist_ok=True)
     options = dict(step.get("data", {}))

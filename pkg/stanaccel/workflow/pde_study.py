@@ -6,7 +6,7 @@ surrogate-driven exact samplers of "MCMC using fast approximations"):
 1. builds the posterior (``posterior``: ``n``, ``degree``, ``regime``,
    ``prior``; :func:`stanaccel.pde.elliptic_posterior`, data seeded by the
    step's seed) and its warm-up, the Laplace approximation with ``warmup``
-   Laplace draws per chain (:class:`stanaccel.pde.target.PDETarget`), whose
+   Laplace draws per chain (:class:`stanaccel.sampling.pde_target.PDETarget`), whose
    time is charged to every sampler;
 2. runs the ``reference`` sampler (a table of settings, by default h-pCN
    with long chains) for the exact reference the rows' bias is measured
@@ -39,13 +39,14 @@ import numpy as np
 from scipy.stats import norm
 
 from stanaccel.approx import KeepConstants
+from stanaccel.extras import require_latent
 from stanaccel.pde import elliptic_posterior
 from stanaccel.pde.benchmark import PRIORS
 from stanaccel.pde.problem import NOISE_REGIMES
-from stanaccel.pde.target import PDETarget
 from stanaccel.sampling.config import Approximation, keys, make_config
 from stanaccel.sampling.engine import SEEDS, method_label, run_sampler
-from stanaccel.sampling.methods import methods_in
+from stanaccel.sampling.methods import method_spec, methods_in
+from stanaccel.sampling.pde_target import PDETarget
 from stanaccel.sampling.program import approximation, describe_approximation
 from stanaccel.sampling.tasks import SamplerTask, run_samplers
 from stanaccel.seeds import spawn_seed, spawn_seeds
@@ -130,6 +131,8 @@ def pde_study_step(step: dict[str, Any], context, seed: int) -> dict[str, Any]:
         settings = {"chains": chains, "draws": draws, **{k: v for k, v in table.items() if k != "method"}}
         config = make_config(table["method"], settings, where)
         target.check(config)
+        if method_spec(config.method).latent:
+            require_latent(f"{where}: method {config.method!r}")
         return config
 
     configs = [config_of(s) for s in step.get("samplers", [])]

@@ -36,8 +36,8 @@ from stanaccel.workflow import cache as step_cache
 from stanaccel.workflow.context import RunContext, Workflow
 from stanaccel.workflow.interrupts import InterruptWatch, WorkflowInterrupted
 from stanaccel.workflow.provenance import provenance, versions
-from stanaccel.workflow.steps import ACTIONS
-from stanaccel.workflow.validation import check_programs
+from stanaccel.workflow.steps import ACTIONS, step_schema
+from stanaccel.workflow.validation import check_programs, check_workflow
 
 LOCK = ".stanaccel-run.lock"
 """The file in an output folder that a run holds locked (it names the run's process id)."""
@@ -62,9 +62,7 @@ def load_workflow(path: str | Path, *, output: str | Path | None = None) -> Work
             config = tomllib.load(handle)
         except tomllib.TOMLDecodeError as exc:
             raise ValueError(f"{path}: not valid TOML: {exc}") from exc
-    from stanaccel.workflow.validation import check_workflow
-
-    check_workflow(config, path)
+    check_workflow(config, path, ACTIONS, step_schema)
     head = config.get("workflow", {})
     name = head.get("name", path.stem)
     out = Path(output) if output is not None else Path(head.get("output", f"output/{name}"))

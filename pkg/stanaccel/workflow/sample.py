@@ -28,7 +28,7 @@ from stanaccel.sampling.config import ConfigError, check_setting, keys
 from stanaccel.sampling.engine import SampleResult, sample, write_result
 from stanaccel.sampling.methods import METHODS
 from stanaccel.sampling.tune import OBJECTIVES
-from stanaccel.workflow.context import RunContext
+from stanaccel.workflow.context import RunContext, program_file
 from stanaccel.workflow.validation import (
     EARLIER_STEP_OR_FILE,
     INTEGER,
@@ -113,8 +113,6 @@ def resolve_paths(settings: dict[str, Any], context: RunContext) -> dict[str, An
 
 def sample_step(step: dict[str, Any], context: RunContext, seed: int) -> dict[str, Any]:
     """Run the sampler and write its InferenceData, metrics and summary."""
-    from stanaccel.workflow.steps import program_file
-
     data_ref = step.get("data")
     data, program = None, step.get("program")
     if isinstance(data_ref, str) and data_ref in context.results:

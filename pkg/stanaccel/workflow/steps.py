@@ -44,11 +44,10 @@ import numpy as np
 from stanaccel.datasets import GENERATORS, generate
 from stanaccel.diagnostics import convergence_metrics, summary, to_inference_data
 from stanaccel.diagnostics.files import jsonable
-from stanaccel.programs import program_path
 from stanaccel.sampling.program import Program, prepare_data
 from stanaccel.stan import StanModel, write_data
 from stanaccel.stan.nuts import NutsSettings, sample_nuts
-from stanaccel.workflow.context import RunContext
+from stanaccel.workflow.context import RunContext, program_file
 from stanaccel.workflow.validation import (
     EARLIER_STEP_OR_FILE,
     STAN_PROGRAM,
@@ -215,16 +214,6 @@ def step_schema(action: str) -> Table:
     if action == "nuts":
         return NUTS_SCHEMA
     return import_module(f"stanaccel.workflow.{action}").SCHEMA
-
-
-def program_file(program: str, context: RunContext) -> Path:
-    """A bundled program by name, else a ``.stan`` path."""
-    if program.endswith(".stan") or "/" in program:
-        path = context.resolve_path(program)
-        if not path.is_file():
-            raise FileNotFoundError(f"Stan program file not found: {program}")
-        return path
-    return program_path(program)
 
 
 def _folder(context: RunContext, step: dict[str, Any]) -> Path:

@@ -181,16 +181,25 @@ WORKFLOW_KEYS = {
 STEP_KEYS = {"name": STRING, "action": STRING, "seed": SEED}
 
 
-def check_workflow(config: dict[str, Any], path: Path) -> None:
+def check_workflow(
+    config: dict[str, Any], path: Path, actions: Iterable[str], step_schema: Callable[[str], Table]
+) -> None:
     """Check a parsed workflow file: its tables, every step's keys and values, and step references.
+
+    Parameters
+    ----------
+    actions, step_schema
+        The actions a step may name and the schema of each (the runner passes
+        :data:`stanaccel.workflow.steps.ACTIONS` and
+        :func:`~stanaccel.workflow.steps.step_schema`: the steps build on this
+        module, not it on them).
 
     Raises
     ------
     ValueError
         Naming the file, the step, the key and what was expected.
     """
-    from stanaccel.workflow.steps import ACTIONS, step_schema
-
+    known = sorted(actions)
     where = Where(path)
     for name in config:
         if name not in ("workflow", "steps"):
@@ -209,10 +218,10 @@ def check_workflow(config: dict[str, Any], path: Path) -> None:
     for index, step in enumerate(steps):
         if not isinstance(step.get("name"), str) or not isinstance(step.get("action"), str):
             raise where.error(f"step {index + 1} needs a name and an action (strings)")
-        if step["action"] not in ACTIONS:
+        if step["action"] not in known:
             raise where.error(
-                f"step {step['name']!r} has unknown action {step['action']!r}; have {sorted(ACTIONS)}"
-                + _did_you_mean(step["action"], ACTIONS)
+                f"step {step['name']!r} has unknown action {step['action']!r}; have {known}"
+                + _did_you_mean(step["action"], known)
             )
         if step["name"] in names:
             raise where.error(f"two steps are named {step['name']!r}")

@@ -1,5 +1,8 @@
 """The PDE posterior as a target of the sampling engine: what a Stan program and its data are to ``sample``.
 
+The engine's adapter for :mod:`stanaccel.pde`, so it lives with the engine (the PDE package
+knows no sampler).
+
 ``stanaccel.sampling.sample(PDETarget(posterior), method=...)`` runs every
 sampler that needs no Stan program on the PDE posterior, with the same
 settings, results and studies as on a Stan program. Three parts differ:
@@ -35,8 +38,8 @@ from stanaccel.approx import KeepConstants
 from stanaccel.pde.linearization import draw_laplace, find_map, gauss_newton_hessian
 from stanaccel.sampling.build import Tuning
 from stanaccel.sampling.config import ConfigError, SamplerConfig
+from stanaccel.sampling.methods import method_spec
 
-STAN_ONLY = ("nuts", "latent-nuts")
 SURROGATES = ("coarse", "linearized")
 ERROR_DRAWS = 200
 """Laplace draws that estimate a surrogate's enhanced error model (its error's mean and covariance)."""
@@ -90,12 +93,12 @@ class PDETarget:
 
     def check(self, config: SamplerConfig) -> None:
         """Raise a ConfigError for a method or approximation that needs a Stan program."""
-        if config.method in STAN_ONLY:
+        if method_spec(config.method).build is None:  # Stan's NUTS
             raise ConfigError(
                 f"method {config.method!r} runs Stan's NUTS and needs a Stan program; the PDE posterior is "
                 "not one (use pcn, h-pcn, hmc, ae-pcn, ae-hmc, dc or tt-approx)"
             )
-        if config.method in ("spt", "stt"):
+        if "observations" in config.needs:  # a subsampled ladder
             raise ConfigError(
                 f"method {config.method!r} subsamples observations; the PDE posterior's 25 sensors are not "
                 "declared as observations (use pt or tt, which temper its likelihood by powers)"

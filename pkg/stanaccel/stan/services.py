@@ -1,0 +1,81 @@
+"""What Stan's NUTS service calls take and give, shared by one-call and chunked runs.
+
+:mod:`stanaccel.stan.nuts` runs each chain in one call, :mod:`stanaccel.stan.chunks`
+in checkpointed pieces; both build a chain's settings and inits here, and read
+the sampler columns by these names.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from stanaccel.stan.data import data_to_json
+from stanaccel.stan.model import StanModel, unflatten
+
+# Stan's sampler columns and the names ArviZ uses for them.
+SAMPLER_COLUMNS = {
+    "lp__": "lp",
+    "accept_stat__": "acceptance_rate",
+    "stepsize__": "step_size",
+    "treedepth__": "tree_depth",
+    "n_leapfrog__": "n_steps",
+    "divergent__": "diverging",
+    "energy__": "energy",
+}
+
+
+def chain_settings(config, chain: int, init: str, metric: str, step_size: float) -> dict:
+    """The settings of one chain's service call (``NutsChain``).
+
+    ``config`` is a :class:`~stanaccel.stan.nuts.NutsSettings`.
+    """
+    return {
+        "metric": config.metric,
+        "adapt": bool(config.adapt and config.warmup > 0),
+        "init": init,
+        "inv_metric": metric,
+        "seed": int(config.seed),
+        "chain": chain + 1,
+        "init_radius": float(config.init_radius),
+        "num_warmup": int(config.warmup),
+        "num_samples": int(config.draws),
+        "num_thin": int(config.thin),
+        "stepsize": float(step_size),
+        "stepsize_jitter": float(config.step_size_jitter),
+        "max_depth": int(config.max_depth),
+        "delta": float(config.delta),
+        "gamma": float(config.gamma),
+        "kappa": float(config.kappa),
+        "t0": float(config.t0),
+        "init_buffer": int(config.init_buffer),
+        "term_buffer": int(config.term_buffer),
+        "window": int(config.window),
+    }
+
+
+def init_texts(model: StanModel, inits: Any, chains: int) -> list[str]:
+    """Stan JSON init text per chain: none, one dict for all, a dict per chain, or unconstrained points."""
+    if inits is None:
+        return ["{}"] * chains
+    if isinstance(inits, Mapping):
+        return [data_to_json(inits)] * chains
+    if isinstance(inits, Sequence) and inits and isinstance(inits[0], Mapping):
+        if len(inits) != chains:
+            raise ValueError(f"got {len(inits)} init dicts for {chains} chains")
+        return [data_to_json(i) for i in inits]
+    points = np.atleast_2d(np.asarray(inits, dtype=float))
+    if points.shape[-1] != model.dim:
+        raise ValueError(f"unconstrained inits have {points.shape[-1]} columns, the model has {model.dim}")
+    if points.shape[0] == 1:
+        points = np.repeat(points, chains, axis=0)
+    if points.shape[0] != chains:
+        raise ValueError(f"got {points.shape[0]} unconstrained inits for {chains} chains")
+    variables = model.variables()
+    texts = []
+    for point in points:
+        values = unflatten(model.param_constrain(point), variables)
+        texts.append(data_to_json(values))
+    return texts
