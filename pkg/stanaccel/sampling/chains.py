@@ -1,8 +1,8 @@
 """A chain of a run as a task an executor runs elsewhere, with the same draws as a local run.
 
 The task function lives in the package (a Dask worker or a spawned process
-imports it by name) and takes one picklable task description. What a task holds is
-rebuilt where it runs: a Stan model from its program and data, the program
+imports it by name) and takes one picklable task description. What a task
+holds is rebuilt where it runs: a Stan model from its program and data, the program
 loaded from the compile cache (:meth:`stanaccel.stan.StanModel.__reduce__`),
 never compiled per task; the kernel from the kernel factory. Seeds travel
 explicitly: a chain task holds its chain's ``SeedSequence`` child, the one
