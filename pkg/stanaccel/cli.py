@@ -146,7 +146,8 @@ def _print_warnings(metrics: dict) -> None:
 
 def _sample(args: argparse.Namespace) -> int:
     from stanaccel.diagnostics.files import check_writable
-    from stanaccel.sampling.engine import sample, write_result
+    from stanaccel.sampling.engine import sample
+    from stanaccel.sampling.result import write_result
 
     method, settings, sources = _sample_settings(args)
     output = check_writable(args.output or f"{Path(args.program).stem}-{method}.nc")

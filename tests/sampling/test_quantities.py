@@ -17,7 +17,7 @@ from scipy.stats import norm
 from stanaccel.diagnostics import reference_z_scores
 from stanaccel.diagnostics.figures import plotted_coords
 from stanaccel.sampling import sample
-from stanaccel.sampling.tasks import restore, spill
+from stanaccel.sampling.chains import restore, spill
 from stanaccel.stan import write_data
 from tests.sampling.programs import QUANTITIES, REGRESSION_LATENT, regression_data
 

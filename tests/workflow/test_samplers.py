@@ -9,9 +9,10 @@ from scipy.stats import norm
 from stanaccel.datasets import generate, take_observations
 from stanaccel.datasets.mvn_mean import exact_posterior
 from stanaccel.diagnostics import mcse_z_scores, to_inference_data
-from stanaccel.sampling.build import KernelFactory, Tuning
+from stanaccel.sampling.build import KernelFactory
 from stanaccel.sampling.config import make_config
-from stanaccel.sampling.engine import run_sampler
+from stanaccel.sampling.run import run_sampler
+from stanaccel.sampling.warmup import Adaptation
 from stanaccel.stan import StanModel
 from stanaccel.workflow import run_workflow
 
@@ -40,7 +41,7 @@ def build_kernel(method: str, model, data, **settings):
     """One chain's kernel of ``method`` with ``settings`` and nothing tuned."""
     config, _ = make_config(method, {"precondition": False, **settings}).resolve({})
     return KernelFactory(
-        config, model, data, Tuning(None, np.ones(model.dim), np.zeros((1, model.dim)), None, 0)
+        config, model, data, Adaptation(None, np.ones(model.dim), np.zeros((1, model.dim)), None, 0)
     )(0)
 
 
@@ -85,7 +86,7 @@ def test_tempering_on_stan_recovers_the_exact_posterior(mvn, method):
     settings = {"inner": "hmc", "levels": 3, "beta_min": 0.25, "step_size": 0.15, "n_steps": 5,
                 "temperature_scaling": "mh", "precondition": False, "chains": 4, "draws": 800}  # fmt: skip
     starts = mean + 3 * sd * np.random.default_rng(1).normal(size=(4, 2))
-    tuning = Tuning(None, np.ones(2), starts, None, 0.0)
+    tuning = Adaptation(None, np.ones(2), starts, None, 0.0)
     run = run_sampler(make_config(method, settings), model, data, tuning, seed=4).run
     assert run.exact and run.evaluations.min() > 0
     idata = to_inference_data({"posterior": {"theta": run.positions[:, 200:]}})

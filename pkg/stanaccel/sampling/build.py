@@ -11,7 +11,6 @@ of methods (:mod:`stanaccel.sampling.methods`); the parts are here.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -35,102 +34,43 @@ from stanaccel.kernels.hessian_pcn import HessianPCN
 from stanaccel.kernels.pcn import gaussian_root, whiten
 from stanaccel.sampling.config import ConfigError, SamplerConfig, method_record
 from stanaccel.sampling.program import approximation, observations_for
+from stanaccel.sampling.warmup import Adaptation
 from stanaccel.stan import StanModel, compile_program
 
 
-@dataclass
-class Tuning:
-    """What a NUTS warm-up gives the kernels.
-
-    Attributes
-    ----------
-    step_size : float or None
-        The adapted step size (median over chains); None when nothing was adapted.
-    inv_metric : ndarray (dim,) or (dim, dim)
-        The adapted inverse metric (mean over chains).
-    starts : ndarray (chains, dim)
-        Where the warm-up's chains ended: the kernels' start points.
-    draws : ndarray (n, dim) or None
-        Warm-up draws after adaptation settled (for reference Gaussians and autoencoders).
-    seconds : float
-        The warm-up's time, charged to the sampler.
-    laplace : (mean, eigenvalues, eigenvectors), optional
-        A Laplace approximation N(mean, (I + V diag(eigenvalues) V^T)^-1) in
-        whitened coordinates (the PDE posterior's MAP and Gauss-Newton
-        Hessian): the reference of ``h-pcn`` and of the ``h-pcn`` inner kernel.
-    whitened : bool
-        The prior is N(0, I) in these coordinates (the PDE posterior): pCN's
-        reference is that prior unless the user sets ``prior_sd``.
-    adaptation : WarmupState, optional
-        The NUTS warm-up's per-chain step sizes and inverse metrics, saved
-        with a ``sample`` result so that its file can be a later warm-up source.
-    """
-
-    step_size: float | None
-    inv_metric: np.ndarray
-    starts: np.ndarray
-    draws: np.ndarray | None
-    seconds: float
-    laplace: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
-    whitened: bool = False
-    adaptation: Any = None
-
-    @property
-    def covariance(self) -> np.ndarray:
-        metric = np.asarray(self.inv_metric)
-        return np.diag(metric) if metric.ndim == 1 else metric
-
-    def settings(self, dim: int) -> dict[str, Any]:
-        """Tuned values of the configuration keys (used where the user set none).
-
-        Without an adapted step size (``step_size`` None: no warm-up tuned the
-        kernels) the step size and MH scale are left to their defaults.
-        """
-        from stanaccel.latent import default_latent_dim
-
-        tuned = {"latent_dim": default_latent_dim(dim)}
-        if self.whitened:
-            tuned["prior_sd"] = 1.0
-        if self.step_size is not None:
-            tuned.update(step_size=self.step_size, scale=2.38 / np.sqrt(dim))
-        return tuned
-
-    def gaussian(self) -> tuple[np.ndarray, np.ndarray]:
-        """Mean and covariance of the warm-up draws (a pCN reference), regularised to be positive definite."""
-        if self.draws is None or len(self.draws) < 2:
-            raise ValueError("a Gaussian reference needs warm-up draws")
-        mean = self.draws.mean(axis=0)
-        cov = np.atleast_2d(np.cov(self.draws, rowvar=False))
-        return mean, cov + 1e-9 * np.trace(cov) / len(cov) * np.eye(len(cov))
-
-
-def mh_move(config: SamplerConfig, density, tuning: Tuning, beta: float = 1.0, step: float | None = None):
+def mh_move(
+    config: SamplerConfig, density, adaptation: Adaptation, beta: float = 1.0, step: float | None = None
+):
     """Random-walk Metropolis on ``density`` at inverse temperature ``beta`` (see :func:`_widen`)."""
-    covariance = tuning.covariance if config.precondition else None
+    covariance = adaptation.covariance if config.precondition else None
     scale = config.scale * _widen(config, beta, ("both", "mh"))
     return _repeated(config, RandomWalkMetropolis(density, scale=scale, covariance=covariance))
 
 
-def hmc_move(config: SamplerConfig, density, tuning: Tuning, beta: float = 1.0, step: float | None = None):
+def hmc_move(
+    config: SamplerConfig, density, adaptation: Adaptation, beta: float = 1.0, step: float | None = None
+):
     """HMC on ``density`` at inverse temperature ``beta`` (see :func:`_widen`)."""
-    metric = tuning.inv_metric if config.precondition else None
+    metric = adaptation.inv_metric if config.precondition else None
     step = config.step_size * _widen(config, beta, ("both",))
     kernel = HMC(density, step, config.n_steps, inv_metric=metric, n_steps_jitter=config.n_steps_jitter)
     return _repeated(config, kernel)
 
 
-def pcn_move(config: SamplerConfig, density, tuning: Tuning, beta: float = 1.0, step: float | None = None):
+def pcn_move(
+    config: SamplerConfig, density, adaptation: Adaptation, beta: float = 1.0, step: float | None = None
+):
     """pCN on ``density`` about :func:`gaussian_reference`, with ``step`` (default: ``pcn_step``)."""
     step = config.pcn_step if step is None else step
-    return pcn_kernel(density, gaussian_reference(config, tuning, density.dim), step)
+    return pcn_kernel(density, gaussian_reference(config, adaptation, density.dim), step)
 
 
 def hessian_pcn_move(
-    config: SamplerConfig, density, tuning: Tuning, beta: float = 1.0, step: float | None = None
+    config: SamplerConfig, density, adaptation: Adaptation, beta: float = 1.0, step: float | None = None
 ):
     """h-pCN on ``density`` about :func:`laplace_reference`, with ``step`` (default: ``pcn_step``)."""
     step = config.pcn_step if step is None else step
-    return HessianPCN(density, *laplace_reference(tuning, config.method), step=step)
+    return HessianPCN(density, *laplace_reference(adaptation, config.method), step=step)
 
 
 def _widen(config: SamplerConfig, beta: float, scalings: tuple[str, ...]) -> float:
@@ -149,21 +89,23 @@ def _repeated(config: SamplerConfig, kernel):
     return kernel if steps == 1 else Cycle([kernel] * steps)
 
 
-def gaussian_reference(config: SamplerConfig, tuning: Tuning, dim: int) -> tuple[np.ndarray, np.ndarray]:
+def gaussian_reference(
+    config: SamplerConfig, adaptation: Adaptation, dim: int
+) -> tuple[np.ndarray, np.ndarray]:
     """pCN's Gaussian reference: N(0, prior_sd^2 I) when ``prior_sd`` is set or tuned, else the warm-up's."""
     prior_sd = getattr(config, "prior_sd", None)
-    if prior_sd is None and tuning.whitened:
+    if prior_sd is None and adaptation.whitened:
         prior_sd = 1.0
     if prior_sd is None:
-        return tuning.gaussian()
+        return adaptation.gaussian()
     return np.zeros(dim), np.full(dim, float(prior_sd) ** 2)
 
 
-def laplace_reference(tuning: Tuning, method: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def laplace_reference(adaptation: Adaptation, method: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The warm-up's Laplace approximation (mean, eigenvalues, eigenvectors), or a clear error without one."""
-    if tuning.laplace is None:
+    if adaptation.laplace is None:
         raise no_laplace(method)
-    return tuning.laplace
+    return adaptation.laplace
 
 
 def no_laplace(method: str) -> ConfigError:
@@ -222,7 +164,7 @@ class KernelFactory:
         The posterior (its program and data).
     data : dict
         The posterior's data (``beta`` set when the program declares it).
-    tuning : Tuning
+    adaptation : Adaptation
     seed : int
         Fixes random subsets (subsampled ladders, subset approximations).
     maps : LatentMaps, optional
@@ -239,12 +181,12 @@ class KernelFactory:
         config: SamplerConfig,
         model: StanModel,
         data: dict[str, Any],
-        tuning: Tuning,
+        adaptation: Adaptation,
         *,
         seed: int = 0,
         maps=None,
     ):
-        self.config, self.model, self.data, self.tuning = config, model, data, tuning
+        self.config, self.model, self.data, self.adaptation = config, model, data, adaptation
         self.seed, self.maps = seed, maps
         self.densities: list[dict[str, Any]] = []
 
@@ -267,11 +209,11 @@ class KernelFactory:
 
     def on_posterior(self, move):
         """``move`` (such as :func:`mh_move`) on the chain's own posterior, recorded."""
-        return move(self.config, self.record(self.timed_posterior()), self.tuning)
+        return move(self.config, self.record(self.timed_posterior()), self.adaptation)
 
     def reference(self) -> tuple[np.ndarray, np.ndarray]:
         """pCN's Gaussian reference (:func:`gaussian_reference`)."""
-        return gaussian_reference(self.config, self.tuning, self.model.dim)
+        return gaussian_reference(self.config, self.adaptation, self.model.dim)
 
     def record(self, exact, approx: list | None = None):
         self.densities.append({"exact": exact, "approx": approx or []})
@@ -303,11 +245,11 @@ class KernelFactory:
         self.record(posterior if powers else ladder.levels[0])
 
         def make(density, level):
-            return move(config, density, self.tuning, float(betas[level]))
+            return move(config, density, self.adaptation, float(betas[level]))
 
         if parallel:
             return ParallelTempering(ladder, make, swap=config.swap)
-        base = move(config, ladder.levels[0], self.tuning)
+        base = move(config, ladder.levels[0], self.adaptation)
         return Cycle([base, TemperedTransitions(ladder, make)])
 
     def approximations(self) -> list:
@@ -328,7 +270,7 @@ class KernelFactory:
         """The discretizing chain: ``move`` on the approximation, marks accepted on pi."""
         config = self.config
         exact, approx = self.with_approximations()
-        inner = move(config, approx[0], self.tuning)
+        inner = move(config, approx[0], self.adaptation)
         return DiscretizingChain(exact, inner, moves=config.moves, jump=config.jump)
 
     def tempered_approximations(self, move):
@@ -336,7 +278,7 @@ class KernelFactory:
         config = self.config
         exact, approx = self.with_approximations()
         ladder = approximation_ladder(exact, approx)
-        return TemperedTransitions(ladder, lambda density, level: move(config, density, self.tuning))
+        return TemperedTransitions(ladder, lambda density, level: move(config, density, self.adaptation))
 
     def autoencoder_hmc(self):
         """AE-HMC on the chain's posterior (exact mode: with the full-space move)."""
@@ -389,5 +331,5 @@ class KernelFactory:
         config = self.config
         if not config.exact:
             return kernel
-        metric = self.tuning.inv_metric if config.precondition else None
+        metric = self.adaptation.inv_metric if config.precondition else None
         return Cycle([kernel, HMC(density, config.step_size, config.complement_steps, inv_metric=metric)])

@@ -91,7 +91,7 @@ class MethodSpec:
     step : StepTuning, optional
         A step tuned by Robbins-Monro after the warm-up.
     move : callable, optional
-        ``move(config, density, tuning, beta=1.0, step=None)``: the method as
+        ``move(config, density, adaptation, beta=1.0, step=None)``: the method as
         the ``inner`` kernel of another (on a tempered level, an
         approximation), from that method's settings; None: it is not one.
     needs_draws : bool
@@ -173,7 +173,7 @@ def methods_in(study: str) -> tuple[str, ...]:
     return tuple(name for name, spec in METHODS.items() if study in spec.studies)
 
 
-# Kernels: each takes the factory, whose methods give the chain's densities and the warm-up's tuning.
+# Kernels: each takes the factory, whose methods give the chain's densities and the warm-up's adaptation.
 
 
 def _inner_move(config: SamplerConfig):
@@ -225,13 +225,13 @@ def _autoencoder_pcn(factory: KernelFactory):
 
 
 def _pcn_steps(factory: KernelFactory, density):
-    config, tuning, move = factory.config, factory.tuning, METHODS[factory.config.method].move
-    return lambda h: move(config, density, tuning, step=h)
+    config, adaptation, move = factory.config, factory.adaptation, METHODS[factory.config.method].move
+    return lambda h: move(config, density, adaptation, step=h)
 
 
 def _inner_pcn_steps(factory: KernelFactory, density):
-    config, tuning, move = factory.config, factory.tuning, _inner_move(factory.config)
-    return lambda h: move(config, density, tuning, step=h)
+    config, adaptation, move = factory.config, factory.adaptation, _inner_move(factory.config)
+    return lambda h: move(config, density, adaptation, step=h)
 
 
 def _ae_pcn_steps(factory: KernelFactory, density):
@@ -313,7 +313,7 @@ class MALAConfig(_HMCStep):
 
 def _mala_steps(factory: KernelFactory, density):
     config = factory.config
-    metric = factory.tuning.inv_metric if config.precondition else None
+    metric = factory.adaptation.inv_metric if config.precondition else None
     return lambda h: MALA(density, h, inv_metric=metric)
 
 

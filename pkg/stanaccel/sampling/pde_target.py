@@ -36,9 +36,9 @@ from skfem import LinearForm, asm
 
 from stanaccel.approx import KeepConstants
 from stanaccel.pde.linearization import draw_laplace, find_map, gauss_newton_hessian
-from stanaccel.sampling.build import Tuning
 from stanaccel.sampling.config import ConfigError, SamplerConfig
 from stanaccel.sampling.methods import method_spec
+from stanaccel.sampling.warmup import Adaptation
 
 SURROGATES = ("coarse", "linearized")
 ERROR_DRAWS = 200
@@ -110,7 +110,7 @@ class PDETarget:
                     'surrogates, { kind = "coarse", m = 10 } or { kind = "linearized" }'
                 )
 
-    def warm_up(self, chains: int, draws: int, seed: int, say=None) -> Tuning:
+    def warm_up(self, chains: int, draws: int, seed: int, say=None) -> Adaptation:
         """The Laplace approximation and ``draws`` Laplace draws per chain (see the module notes)."""
         say = say or (lambda line: None)
         start = time.perf_counter()
@@ -131,7 +131,7 @@ class PDETarget:
         )
         # HMC with the identity metric: stable below 2 / sqrt(1 + largest eigenvalue of the Hessian)
         step = float(1 / np.sqrt(1 + hessian.eigenvalues[0]))
-        return Tuning(step, np.ones(self.dim), starts, warmup_draws, seconds, self.laplace, whitened=True)
+        return Adaptation(step, np.ones(self.dim), starts, warmup_draws, seconds, self.laplace, whitened=True)
 
     def constrain(self, positions: np.ndarray) -> dict[str, np.ndarray]:
         """The draws' summaries: ``log_lik``, ``u_mean`` and ``u_sensors`` (..., 25)."""

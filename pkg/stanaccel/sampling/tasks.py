@@ -1,185 +1,25 @@
-"""Task functions an executor runs elsewhere: one chain of a run, or one sampler run of a study.
+"""A study's sampler run as a task an executor runs elsewhere (:func:`run_sampler_task`).
 
-They live in the package (a Dask worker or a spawned process imports them
-by name) and take one picklable task description. What a task holds is
-rebuilt where it runs: a Stan model from its program and data, the program
-loaded from the compile cache (:meth:`stanaccel.stan.StanModel.__reduce__`),
-never compiled per task; the kernel from the kernel factory. Seeds travel
-explicitly: a chain task holds its chain's ``SeedSequence`` child, the one
-:func:`stanaccel.kernels.run_chains` would have given chain c of the whole
-run, so the draws are those of a local run with the same seed, bit for bit.
-
-Large arrays (the draws and per-draw statistics) are written by the task to
-the executor's ``scratch`` folder, when it has one, and come back as a path
-(:class:`SpilledRun`); the caller reads them back with :func:`restore`.
+The task function lives in the package (a Dask worker or a spawned process
+imports it by name) and takes one picklable :class:`SamplerTask`; what it
+holds is rebuilt where it runs (:mod:`stanaccel.sampling.chains`). Its
+draws are written to the executor's ``scratch`` folder, when it has one,
+and read back by :func:`run_samplers`.
 """
 
 from __future__ import annotations
 
-import copy
-import time
-import uuid
 from dataclasses import dataclass, field, replace
-from pathlib import Path
 from typing import Any
 
-import numpy as np
-
-from stanaccel.kernels import KernelRun, run_chains
-from stanaccel.kernels.driver import quantity_fields
-
-ARRAYS = ("positions", "accepted", "acceptance_probability", "divergent", "failed")
-OPTIONAL = ("recorded", "quantities_failed")  # arrays a run may lack (None)
-GROUPS = ("constrained", "log_likelihood")  # dicts of arrays, stored as "group.name"
-
-
-@dataclass
-class SpilledRun:
-    """A :class:`KernelRun` whose arrays were written to ``path`` (``.npz``); the rest is kept here."""
-
-    path: str
-    fields: dict[str, Any]
-
-    def load(self) -> KernelRun:
-        """The run, its arrays read back from the file (which is then removed)."""
-        with np.load(self.path) as stored:
-            arrays = {k: stored[k] for k in stored.files}
-        Path(self.path).unlink(missing_ok=True)
-        groups = {
-            group: {k.removeprefix(f"{group}."): v for k, v in arrays.items() if k.startswith(f"{group}.")}
-            for group in GROUPS
-        }
-        return KernelRun(
-            **{k: arrays[k] for k in ARRAYS},
-            **{k: arrays.get(k) for k in OPTIONAL},
-            **{group: values or None for group, values in groups.items()},
-            **self.fields,
-        )
-
-
-def spill(run: KernelRun, scratch: str | Path | None) -> KernelRun | SpilledRun:
-    """Write the run's arrays to a new file in ``scratch`` and return where; without one, the run."""
-    if scratch is None:
-        return run
-    arrays = {k: getattr(run, k) for k in ARRAYS}
-    arrays.update({k: getattr(run, k) for k in OPTIONAL if getattr(run, k) is not None})
-    for group in GROUPS:
-        arrays.update({f"{group}.{k}": v for k, v in (getattr(run, group) or {}).items()})
-    path = Path(scratch) / f"run-{uuid.uuid4().hex}.npz"
-    np.savez(path, **arrays)
-    kept = {
-        k: getattr(run, k) for k in KernelRun.__dataclass_fields__ if k not in (*ARRAYS, *OPTIONAL, *GROUPS)
-    }
-    return SpilledRun(str(path), kept)
-
-
-def restore(run: KernelRun | SpilledRun) -> KernelRun:
-    """A run as a task returned it, read back if it was spilled to a file."""
-    return run.load() if isinstance(run, SpilledRun) else run
-
-
-@dataclass
-class ChainTask:
-    """One chain of a kernel run: chain ``chain`` of :func:`run_chains` on the factory's kernels.
-
-    Attributes
-    ----------
-    factory : KernelFactory
-        Builds the chain's kernel where the task runs (its model pickles by program and data).
-    start : ndarray (dim,)
-    draws : int
-    chain : int
-        The chain's index in the whole run (its kernel is ``factory(chain)``).
-    seed : SeedSequence
-        ``SeedSequence(seed).spawn(chains)[chain]``: the stream of chain ``chain`` in a local run.
-    name : str
-    scratch : str or None
-        Where the task writes its draws (None: they come back whole).
-    """
-
-    factory: Any
-    start: np.ndarray
-    draws: int
-    chain: int
-    seed: np.random.SeedSequence
-    name: str
-    scratch: str | None = None
-    thin: int = 1
-
-
-@dataclass
-class ChainOutcome:
-    """What a chain task returns: its run (or where its arrays are) and the densities it evaluated."""
-
-    run: KernelRun | SpilledRun
-    densities: list[dict[str, Any]] = field(default_factory=list)
-
-
-def run_chain(task: ChainTask) -> ChainOutcome:
-    """Run one chain of a kernel run (see :class:`ChainTask`), where the executor puts it."""
-    factory = copy.copy(task.factory)  # its own record of densities, also where tasks share one factory
-    factory.densities = []
-    run = run_chains(
-        lambda _: factory(task.chain),
-        np.asarray(task.start)[None],
-        task.draws,
-        chain_seeds=[task.seed],
-        name=task.name,
-        thin=task.thin,
-    )
-    return ChainOutcome(spill(run, task.scratch), factory.densities)
-
-
-def run_chains_on(
-    executor, factory, starts: np.ndarray, draws: int, *, seed: int, name: str, constrain=None, thin: int = 1
-):
-    """:func:`run_chains` with each chain a task of ``executor``: the same draws as a local run.
-
-    Returns the combined :class:`KernelRun` (its wall time that of the whole
-    map, tasks' start-up included) and each chain's densities, in chain order.
-    A chain interrupted on a worker is not resumed here: Ctrl-C stops the map.
-    """
-    chains = len(starts)
-    sequences = np.random.SeedSequence(seed).spawn(chains)
-    scratch = None if executor.scratch is None else str(executor.scratch)
-    tasks = [
-        ChainTask(factory, starts[c], draws, c, sequences[c], name, scratch, thin) for c in range(chains)
-    ]
-    start = time.perf_counter()
-    outcomes = executor.map(run_chain, tasks)
-    wall = time.perf_counter() - start
-    runs = [restore(outcome.run) for outcome in outcomes]
-    run = combine(runs, wall)
-    if constrain is not None:  # after the map, as run_chains does: not in the wall time
-        run = replace(run, **quantity_fields(constrain(run.positions)))
-    densities = [d for outcome in outcomes for d in outcome.densities]
-    return run, densities
-
-
-def combine(runs: list[KernelRun], wall_seconds: float) -> KernelRun:
-    """One run of the chains of ``runs`` (each of one or more chains), in their order."""
-    first = runs[0]
-
-    def stack(name):
-        return np.concatenate([getattr(r, name) for r in runs], axis=0)
-
-    return KernelRun(
-        **{k: stack(k) for k in ARRAYS},
-        evaluations=stack("evaluations"),
-        failed_proposals=stack("failed_proposals"),
-        chain_seconds=stack("chain_seconds"),
-        wall_seconds=wall_seconds,
-        exact=first.exact,
-        sampler=first.sampler,
-        summaries=[s for r in runs for s in r.summaries],
-        interrupted=any(r.interrupted for r in runs),
-        recorded=None if first.recorded is None else stack("recorded"),
-    )
+from stanaccel.kernels import KernelRun
+from stanaccel.sampling.chains import restore, spill
+from stanaccel.sampling.run import run_sampler
 
 
 @dataclass
 class SamplerTask:
-    """One sampler run of a study: :func:`~stanaccel.sampling.engine.run_sampler` with these arguments.
+    """One sampler run of a study: :func:`~stanaccel.sampling.run.run_sampler` with these arguments.
 
     The run's chains run in threads where the task runs; ``announce`` is
     printed first (where the task runs: a local cluster's workers print to
@@ -189,7 +29,7 @@ class SamplerTask:
     config: Any
     model: Any
     data: dict[str, Any]
-    tuning: Any
+    adaptation: Any
     seed: int
     scratch: str | None = None
     announce: str = ""
@@ -198,11 +38,9 @@ class SamplerTask:
 
 def run_sampler_task(task: SamplerTask):
     """Run one sampler of a study (see :class:`SamplerTask`); its draws spilled to ``scratch``."""
-    from stanaccel.sampling.engine import run_sampler
-
     if task.announce:
         print(task.announce, flush=True)
-    result = run_sampler(task.config, task.model, task.data, task.tuning, seed=task.seed, **task.options)
+    result = run_sampler(task.config, task.model, task.data, task.adaptation, seed=task.seed, **task.options)
     if isinstance(result.run, KernelRun):
         result.run = spill(result.run, task.scratch)
     return result

@@ -35,6 +35,7 @@ import numpy as np
 from stanaccel.diagnostics.metrics import bulk_ess
 from stanaccel.sampling.config import ConfigError, SamplerConfig, check_setting, keys
 from stanaccel.sampling.methods import METHODS, method_spec
+from stanaccel.sampling.run import run_sampler
 from stanaccel.stan.errors import StanDataError
 from stanaccel.tuning import (
     Space,
@@ -211,13 +212,13 @@ def score(result, objective: str) -> tuple[float, dict[str, float]]:
 
 
 def tune_settings(
-    config: SamplerConfig, model, data, tuning, spec: TuneSpec, *, seed: int, say=None, trained=None
+    config: SamplerConfig, model, data, adaptation, spec: TuneSpec, *, seed: int, say=None, trained=None
 ) -> TuningResult:
-    """Bayesian optimisation of ``config``'s settings on short runs from ``tuning`` (a warm-up).
+    """Bayesian optimisation of ``config``'s settings on short runs from ``adaptation`` (a warm-up's).
 
     Settings the user fixed are not tuned (a space that names one is a
     ConfigError). ``trained``: the autoencoder every trial of a latent
-    method shares (:class:`~stanaccel.sampling.engine.Trained`).
+    method shares (:class:`~stanaccel.sampling.training.Trained`).
 
     The trials, in order: the default setting (the values the method uses
     without tuning: the user's, the warm-up's or the defaults) twice, with
@@ -240,11 +241,9 @@ def tune_settings(
     ValueError
         Every trial failed, the default's too (its reason named).
     """
-    from stanaccel.sampling.engine import run_sampler
-
     say = say or (lambda line: None)
     began = time.perf_counter()
-    tuned = tuning.settings(model.dim)
+    tuned = adaptation.settings(model.dim)
     space = checked_space(spec, config, tuned, smallest_beta(config, model, data))
     resolved = config.resolve(tuned)[0]
     default = {name: _plain(getattr(resolved, name)) for name in space.names}
@@ -256,7 +255,7 @@ def tune_settings(
         """One trial's score: ``settings`` (None: the default's) on short chains."""
         trial = with_settings(config, {**(settings or {}), "chains": spec.chains, "draws": spec.draws})
         result = run_sampler(
-            trial, model, data, tuning, seed=int(next(trial_seeds)), charged={}, trained=trained,
+            trial, model, data, adaptation, seed=int(next(trial_seeds)), charged={}, trained=trained,
             describe=False, record_log_density=record,
         )  # fmt: skip
         used.update({name: _plain(getattr(result.config, name)) for name in space.names})

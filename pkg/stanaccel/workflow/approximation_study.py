@@ -52,12 +52,12 @@ from scipy.stats import norm
 from stanaccel.approx import KeepConstants
 from stanaccel.datasets import generate
 from stanaccel.programs import program_path
-from stanaccel.sampling.build import Tuning
 from stanaccel.sampling.config import Approximation, keys, make_config
-from stanaccel.sampling.engine import SEEDS
 from stanaccel.sampling.methods import methods_in
 from stanaccel.sampling.program import approximation, describe_approximation, prepare_data
+from stanaccel.sampling.run import SEEDS
 from stanaccel.sampling.tasks import SamplerTask, run_samplers
+from stanaccel.sampling.warmup import Adaptation
 from stanaccel.seeds import spawn_seed, spawn_seeds
 from stanaccel.stan import StanModel, compile_program
 from stanaccel.stan.nuts import sample_nuts
@@ -210,7 +210,7 @@ def approximation_study_step(step: dict[str, Any], context, seed: int) -> dict[s
         progress=False,
     )
     tune_draws = tune_fit.draws_unconstrained.reshape(-1, model.dim)
-    tuning = Tuning(
+    tuning = Adaptation(
         float(np.median(tune_fit.step_size)),
         np.cov(tune_draws, rowvar=False),
         tune_fit.draws_unconstrained[:, -1],

@@ -56,12 +56,13 @@ from stanaccel.diagnostics import reference_z_scores, to_inference_data
 from stanaccel.extras import require_latent
 from stanaccel.latent import Autoencoder, decoder_data
 from stanaccel.programs import program_path
-from stanaccel.sampling.build import Tuning
 from stanaccel.sampling.config import keys, make_config
-from stanaccel.sampling.engine import Trained, method_label
 from stanaccel.sampling.methods import methods_in
 from stanaccel.sampling.program import prepare_data
+from stanaccel.sampling.result import method_label
 from stanaccel.sampling.tasks import SamplerTask, run_samplers
+from stanaccel.sampling.training import Trained
+from stanaccel.sampling.warmup import Adaptation
 from stanaccel.seeds import spawn_seed
 from stanaccel.stan import StanModel, compile_program
 from stanaccel.stan.nuts import sample_nuts
@@ -183,7 +184,7 @@ def latent_study_step(step: dict[str, Any], context, seed: int) -> dict[str, Any
     )
     first = int(pilot["warmup"] * pilot["train_from"])
     training = pilot_fit.warmup_unconstrained[:, first:].reshape(-1, model.dim)
-    tuning = Tuning(
+    tuning = Adaptation(
         float(np.median(pilot_fit.step_size)),
         np.mean(pilot_fit.inv_metric, axis=0),
         pilot_fit.draws_unconstrained[:, -1],

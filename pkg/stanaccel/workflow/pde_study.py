@@ -44,10 +44,11 @@ from stanaccel.pde import elliptic_posterior
 from stanaccel.pde.benchmark import PRIORS
 from stanaccel.pde.problem import NOISE_REGIMES
 from stanaccel.sampling.config import Approximation, keys, make_config
-from stanaccel.sampling.engine import SEEDS, method_label, run_sampler
 from stanaccel.sampling.methods import method_spec, methods_in
 from stanaccel.sampling.pde_target import PDETarget
 from stanaccel.sampling.program import approximation, describe_approximation
+from stanaccel.sampling.result import method_label
+from stanaccel.sampling.run import SEEDS, run_sampler
 from stanaccel.sampling.tasks import SamplerTask, run_samplers
 from stanaccel.seeds import spawn_seed, spawn_seeds
 from stanaccel.workflow.sample import Setting

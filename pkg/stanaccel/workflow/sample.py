@@ -25,8 +25,9 @@ from typing import Any
 
 from stanaccel.diagnostics.files import jsonable
 from stanaccel.sampling.config import ConfigError, check_setting, keys
-from stanaccel.sampling.engine import SampleResult, sample, write_result
+from stanaccel.sampling.engine import sample
 from stanaccel.sampling.methods import METHODS
+from stanaccel.sampling.result import SampleResult, write_result
 from stanaccel.sampling.tune import OBJECTIVES
 from stanaccel.workflow.context import RunContext, program_file
 from stanaccel.workflow.validation import (

@@ -25,7 +25,8 @@ from typing import Any
 import numpy as np
 
 from stanaccel.diagnostics import convergence_metrics, reference_z_scores, to_inference_data
-from stanaccel.sampling.engine import SampleResult, method_label, warmup_share
+from stanaccel.sampling.result import SampleResult, method_label
+from stanaccel.sampling.warmup import warmup_share
 from stanaccel.stan.nuts import NutsFit
 
 

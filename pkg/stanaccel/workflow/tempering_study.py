@@ -48,12 +48,12 @@ import numpy as np
 from stanaccel.datasets import GENERATORS, generate
 from stanaccel.diagnostics.metrics import rhat_trace
 from stanaccel.programs import program_path
-from stanaccel.sampling.build import Tuning
 from stanaccel.sampling.config import keys, make_config
-from stanaccel.sampling.engine import method_label, warmup_share
 from stanaccel.sampling.methods import methods_in
 from stanaccel.sampling.program import prepare_data
+from stanaccel.sampling.result import method_label
 from stanaccel.sampling.tasks import SamplerTask, run_samplers
+from stanaccel.sampling.warmup import Adaptation, warmup_share
 from stanaccel.seeds import spawn_seed
 from stanaccel.stan import StanModel, compile_program
 from stanaccel.stan.nuts import sample_nuts
@@ -121,7 +121,7 @@ def tempering_study_step(step: dict[str, Any], context, seed: int) -> dict[str, 
             -2, 2, size=(chains, model.dim)
         )
         uses_warmup = step.get("tune_from_nuts", False) or step.get("start") == "nuts_warmup"
-        tuning = Tuning(None, np.ones(model.dim), starts, None, 0.0)
+        tuning = Adaptation(None, np.ones(model.dim), starts, None, 0.0)
         nuts, nuts_table_row = None, None
         if step.get("nuts", True) or uses_warmup:
             warmup, draws = int(step.get("nuts_warmup", 500)), int(step.get("draws", 500))

@@ -1,0 +1,221 @@
+"""The result of a run: :class:`SampleResult` (draws, the settings used, the time charged) and its files.
+
+:func:`write_result` writes a result's InferenceData (netCDF) and its
+metrics (JSON); :func:`method_label` names a sampler for tables and messages.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from stanaccel.diagnostics.files import jsonable
+from stanaccel.kernels import KernelRun
+from stanaccel.results import Result
+from stanaccel.sampling.config import SamplerConfig
+from stanaccel.sampling.methods import method_spec
+from stanaccel.sampling.warmup import warmup_share
+from stanaccel.stan.nuts import NutsFit, WarmupState
+
+
+def method_label(config: SamplerConfig) -> str:
+    """A short name of the sampler for tables and messages, such as "TT (HMC)" or "AE-pCN (exact)"."""
+    return method_spec(config.method).label_of(config)
+
+
+@dataclass
+class SampleResult(Result):
+    """The outcome of :func:`sample`: draws, the settings used, and the time charged to them.
+
+    Attributes
+    ----------
+    config : SamplerConfig
+        The settings used, every tuned value filled in.
+    sources : dict
+        Per setting, where its value came from: "user", "tuned" or "default".
+    run : NutsFit or KernelRun
+        The sampling run.
+    program : str
+        The program's name.
+    seed : int
+    charged_seconds : dict
+        Time spent before sampling and charged to it: "warmup" (or "warmup (borrowed)": an
+        earlier run's, by ``warmup_from``), "pilot", "training", "tuning".
+    reports : dict
+        Method-specific records: "approximations" (cost and spread), "autoencoder"
+        (training and reconstruction), "summaries" (each chain's kernel summary),
+        "density_costs" (per chain, the evaluations and seconds of the exact density
+        and of each approximation). Plain values only, so that a result pickles.
+    """
+
+    config: SamplerConfig
+    sources: dict[str, str]
+    run: NutsFit | KernelRun
+    program: str
+    seed: int
+    charged_seconds: dict[str, float] = field(default_factory=dict)
+    reports: dict[str, Any] = field(default_factory=dict)
+    adaptation: WarmupState | None = None
+    """The NUTS warm-up's adaptation (a method other than NUTS): saved in the file's ``adaptation``
+    group with each chain's last draw, so that ``--warmup-from`` can continue from the file."""
+
+    @property
+    def method(self) -> str:
+        return self.config.method
+
+    @property
+    def exact(self) -> bool:
+        return self.config.is_exact
+
+    @property
+    def interrupted(self) -> bool:
+        return bool(self.run.interrupted)
+
+    @property
+    def evaluations(self) -> int:
+        """Density and gradient evaluations of the sampling run (NUTS: gradients, warm-up included)."""
+        if isinstance(self.run, NutsFit):
+            return int(self.run.gradient_evaluations)
+        return int(np.sum(self.run.evaluations))
+
+    @property
+    def acceptance(self) -> float:
+        """The mean acceptance probability of the kept draws' steps."""
+        run = self.run
+        values = (
+            run.sample_stats["acceptance_rate"] if isinstance(run, NutsFit) else run.acceptance_probability
+        )
+        return float(np.mean(values)) if np.size(values) else float("nan")
+
+    @property
+    def num_draws(self) -> int:
+        """Draws per chain kept (fewer than asked for after Ctrl-C)."""
+        run = self.run
+        return run.num_draws if isinstance(run, NutsFit) else run.positions.shape[1]
+
+    @property
+    def iterations(self) -> int:
+        """Iterations of all chains (NUTS and latent NUTS: warm-up included, as their evaluations are)."""
+        run = self.run
+        if isinstance(run, NutsFit):
+            return run.chains * (run.warmup_unconstrained.shape[1] + run.num_draws)
+        return self.reports.get("iterations", int(np.prod(run.positions.shape[:2])))
+
+    @property
+    def quantities_failed(self) -> int:
+        """Kept draws whose generated quantities failed (a ``reject``): NaN in the posterior, not a crash."""
+        failed = self.run.quantities_failed
+        return 0 if failed is None else int(np.sum(failed))
+
+    @property
+    def sampling_seconds(self) -> float:
+        """The sampling run's time; for Stan NUTS without its warm-up's share."""
+        if isinstance(self.run, NutsFit):  # Stan's NUTS, its warm-up in the run
+            return self.run.wall_seconds * (1 - warmup_share(self.run))
+        return self.run.wall_seconds
+
+    @property
+    def wall_seconds(self) -> float:
+        """The time of the whole run: sampling plus everything charged to it."""
+        return self.run.wall_seconds + sum(self.charged_seconds.values())
+
+    def inference_groups(self) -> dict[str, Any]:
+        groups = self.run.inference_groups()
+        if self.adaptation is not None and not isinstance(self.run, NutsFit):
+            groups["adaptation"] = self._adaptation_group()
+            groups["attrs"] = {**groups.get("attrs", {}), "metric": self.adaptation.metric, "adapted": True}
+        groups["attrs"] = {
+            **groups.get("attrs", {}),
+            "method": self.method,
+            "sampler": method_label(self.config),
+            "exact": self.exact,
+            "invariance": "exact" if self.exact else "approximate: does not leave the posterior invariant",
+            "program": self.program,
+            "seed": self.seed,
+            "settings": json.dumps(jsonable(self.config.as_dict())),
+            "setting_sources": json.dumps(self.sources),
+            "charged_seconds": json.dumps(self.charged_seconds),
+            "wall_seconds": self.wall_seconds,
+        }
+        return groups
+
+    def _adaptation_group(self) -> dict[str, np.ndarray]:
+        """Per chain: the warm-up's step size and inverse metric (of the warm-up chain it started
+        from) and the chain's last draw (its start point where it has none)."""
+        state, positions = self.adaptation, np.asarray(self.run.positions)
+        source = np.arange(len(positions)) % len(state.step_size)
+        last = positions[:, -1, :] if positions.shape[1] else np.asarray(state.positions)[source]
+        return {
+            "step_size": np.asarray(state.step_size)[source],
+            "inv_metric": np.asarray(state.inv_metric)[source],
+            "last_position": last,
+        }
+
+    def _metrics_arguments(self) -> dict[str, Any]:
+        return {
+            "wall_seconds": self.wall_seconds,
+            "sampling_seconds": self.sampling_seconds,
+            "gradient_evaluations": self.evaluations,
+        }
+
+    def metrics(self) -> dict[str, Any]:
+        """ESS (bulk, tail), R-hat, wall time, evaluations, ESS per second with and without the charges.
+
+        Also ``method_statistics``, each chain's kernel statistics (swap
+        acceptance and round trips, trajectory acceptance, mark acceptance and
+        cache hits: :func:`~stanaccel.diagnostics.method_statistics`), and
+        ``converged`` and ``warnings``, which include the method's
+        (:func:`~stanaccel.diagnostics.metrics.judge`).
+        """
+        from stanaccel.diagnostics.metrics import judge, method_statistics
+
+        metrics = super().metrics()
+        metrics["evaluations"] = metrics.pop("gradient_evaluations")
+        metrics["ess_per_1000_evaluations"] = metrics.pop("ess_per_1000_gradients")
+        metrics["method_statistics"] = method_statistics(self.reports.get("summaries", []))
+        judge(metrics)
+        return {
+            "method": self.method,
+            "sampler": method_label(self.config),
+            "exact": self.exact,
+            "program": self.program,
+            "seed": self.seed,
+            "converged": metrics["converged"],  # first, so that a reader of metrics.json sees it
+            "warnings": metrics["warnings"],
+            **metrics,
+            "charged_seconds": dict(self.charged_seconds),
+            "acceptance": self.acceptance,
+            "quantities_failed": self.quantities_failed,
+            "interrupted": self.interrupted,
+            "settings": jsonable(self.config.as_dict()),
+            "setting_sources": dict(self.sources),
+            **(
+                {"tuning": jsonable(self.reports["tuning_summary"])}
+                if "tuning_summary" in self.reports
+                else {}
+            ),
+        }
+
+
+def write_result(
+    result: SampleResult, output: str | Path, metrics_path: str | Path | None = None
+) -> tuple[Path, dict[str, Any] | None]:
+    """Write the InferenceData (``output``, netCDF) and, unless interrupted, the metrics (JSON).
+
+    The metrics go to ``metrics_path``, by default ``<output without .nc>.metrics.json``
+    beside the file written. Returns the
+    netCDF file actually written (a rescue file if ``output`` could not be
+    written) and the metrics (None for an interrupted run, too short to measure).
+    """
+    written = result.save(output)
+    if result.interrupted:
+        return written, None
+    metrics = result.metrics()
+    path = Path(written)
+    metrics_path = metrics_path or path.with_name(path.name.removesuffix(".nc") + ".metrics.json")
+    Path(metrics_path).write_text(json.dumps(jsonable(metrics), indent=2))
+    return written, metrics

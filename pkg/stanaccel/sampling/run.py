@@ -1,0 +1,293 @@
+"""The run: one sampler from a warm-up's adaptation to its draws (:func:`run_sampler`).
+
+What :func:`~stanaccel.sampling.engine.sample` does after the warm-up, and
+what the studies call once per sampler from one shared warm-up: train the
+autoencoder of a latent method (:mod:`~stanaccel.sampling.training`),
+describe the approximations, tune the method's step by Robbins-Monro, build
+the kernels (:class:`~stanaccel.sampling.build.KernelFactory`), run the
+chains here or on an executor (:mod:`~stanaccel.sampling.chains`), or Stan's
+NUTS on the latent program, and write every quantity of the program at the
+kept draws.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from stanaccel.approx import KeepConstants
+from stanaccel.densities import evaluations
+from stanaccel.executors import Executor, SerialExecutor
+from stanaccel.kernels import KernelRun, run_chains
+from stanaccel.kernels.driver import quantity_fields
+from stanaccel.sampling.build import KernelFactory
+from stanaccel.sampling.chains import run_chains_on
+from stanaccel.sampling.config import SamplerConfig
+from stanaccel.sampling.methods import StepTuning, method_spec
+from stanaccel.sampling.program import describe_approximation
+from stanaccel.sampling.result import SampleResult, method_label
+from stanaccel.sampling.training import Trained, train
+from stanaccel.sampling.warmup import Adaptation, checkpoint_part
+from stanaccel.seeds import spawn_seeds
+from stanaccel.stan import StanModel, compile_program
+from stanaccel.stan.nuts import NutsFit, sample_nuts
+from stanaccel.stan.quantities import stan_quantities
+
+SEEDS = ("nuts", "chains", "tuning", "autoencoder", "subsets", "pilot", "optimisation", "quantities")
+
+
+def run_sampler(
+    config: SamplerConfig,
+    model: StanModel,
+    data: dict[str, Any],
+    adaptation: Adaptation,
+    *,
+    seed: int,
+    seeds: dict[str, int] | None = None,
+    charged: dict[str, float] | None = None,
+    trained: Trained | None = None,
+    describe: bool = True,
+    say: Callable[[str], None] | None = None,
+    progress: bool = False,
+    checkpoint: str | Path | None = None,
+    executor: Executor | None = None,
+    record_log_density: bool = False,
+) -> SampleResult:
+    """Run one sampler from a warm-up's adaptation: what ``sample`` does after the warm-up.
+
+    Studies call it once per sampler with one shared warm-up (or pilot), so
+    every sampler of a study is built, tuned and charged the same way.
+
+    Parameters
+    ----------
+    config : SamplerConfig
+        The user's settings (:func:`make_config`); tuned values fill the rest.
+    adaptation : Adaptation
+        Step size, metric, start points and draws from a warm-up; its
+        ``seconds`` are charged unless ``charged`` says otherwise.
+    seed : int
+        Recorded in the result; ``seeds`` (default: spawned from it) seed the parts.
+    charged : dict, optional
+        Seconds already charged (default: the adaptation's, as "warmup").
+    trained : Trained, optional
+        A trained autoencoder to use (its training time is charged) instead of training one.
+    describe : bool
+        Measure and print each approximation's cost and spread (a study that
+        reports them once for all its samplers turns this off).
+    progress : bool
+        A progress bar per chain on stderr, if it is a terminal.
+    checkpoint : path, optional
+        A folder for the chains' checkpoints (``chains/`` in it, ``nuts/`` for
+        latent-nuts), to resume a stopped run to the same draws.
+    executor : Executor, optional
+        Where the chains run, one task each (:mod:`stanaccel.sampling.tasks`),
+        with the same draws as a local run of the same seed. Default (or a
+        :class:`~stanaccel.executors.SerialExecutor`): in this process, in
+        threads. The warm-up, tuning and autoencoder training run here; so
+        does ``latent-nuts`` (Stan's NUTS runs its chains in threads of one process).
+    record_log_density : bool
+        Keep each draw's log density in ``run.recorded`` (chains, draws): the
+        chain statistic of the autocorrelation objective (:mod:`stanaccel.sampling.tune`).
+    """
+    say = say or (lambda line: None)
+    seeds = seeds or spawn_seeds(seed, SEEDS)
+    charged = (
+        dict(charged)
+        if charged is not None
+        else ({"warmup": adaptation.seconds} if adaptation.seconds else {})
+    )
+    spec = method_spec(config.method)
+    tuned = adaptation.settings(model.dim)
+    resolved, _ = config.resolve(tuned)
+    reports: dict[str, Any] = {}
+    maps = None
+    if spec.latent:
+        if trained is None:
+            trained = train(resolved, adaptation, seeds["autoencoder"], say)
+        maps, charged["training"], reports["autoencoder"] = trained.maps, trained.seconds, trained.report
+    factory = KernelFactory(resolved, model, data, adaptation, seed=seeds["subsets"], maps=maps)
+    if spec.approximations and describe:
+        reports["approximations"] = _describe_approximations(factory, adaptation, seeds["tuning"], say)
+    if spec.approximations and hasattr(model, "approximation_seconds"):
+        built = [model.approximation_seconds.get(a.label, 0.0) for a in factory.approximations()]
+        if sum(built):
+            charged["approximations"] = sum(built)
+    name = model.name.removesuffix("_model")
+    if spec.build is None and spec.latent:
+        run = _latent_nuts(resolved, model, data, maps, adaptation, seeds, progress, say, checkpoint)
+        reports["iterations"] = resolved.chains * (resolved.warmup + resolved.draws)  # its warm-up counts too
+        say_failed_quantities(run, say)
+        return SampleResult(resolved, config.resolve(tuned)[1], run, name, seed, charged, reports)
+    step = spec.tuned_step(resolved)
+    if step and step.key not in config.user_keys() and resolved.tune > 0:
+        tuned[step.key] = _tune_step(factory, model, data, adaptation, step, seeds["tuning"], charged, say)
+    resolved, sources_used = config.resolve(tuned)
+    factory.config = resolved
+    starts = _starts(adaptation.starts, resolved.chains)
+    thin = getattr(resolved, "thin", 1)
+    say(f"{method_label(resolved)}: {resolved.chains} chains x {resolved.draws} draws" + (
+        f" (every {thin}th of {resolved.draws * thin})" if thin > 1 else ""))  # fmt: skip
+    if executor is None or isinstance(executor, SerialExecutor):
+        run = run_chains(
+            factory,
+            starts,
+            resolved.draws,
+            seed=seeds["chains"],
+            thin=thin,
+            constrain=_constrainer(model, seeds["quantities"]),
+            name=method_label(resolved),
+            progress=progress,
+            checkpoint=checkpoint_part(checkpoint, "chains"),
+            record=_log_density if record_log_density else None,
+        )
+        densities = factory.densities
+    else:
+        say(f"chains on {executor!r} (no checkpoints: each task's chain runs to its end)")
+        run, densities = run_chains_on(
+            executor, factory, starts, resolved.draws, seed=seeds["chains"], name=method_label(resolved),
+            constrain=_constrainer(model, seeds["quantities"]), thin=thin,
+        )  # fmt: skip
+    if thin > 1:
+        reports["iterations"] = resolved.chains * resolved.draws * thin
+    reports["summaries"] = run.summaries
+    reports["density_costs"] = [
+        {"exact": _cost(d["exact"]), "approx": [_cost(a) for a in d["approx"]]} for d in densities
+    ]
+    say_failed_quantities(run, say)
+    return SampleResult(resolved, sources_used, run, name, seed, charged, reports)
+
+
+def _log_density(state) -> float:
+    return state.log_density
+
+
+def say_failed_quantities(run: NutsFit | KernelRun, say) -> None:
+    """Say how many draws' generated quantities failed (NaN there), and the first error, if any did."""
+    failed = run.quantities_failed
+    if failed is None or not np.any(failed):
+        return
+    error = getattr(run, "quantities_error", None)
+    say(
+        f"generated quantities failed at {int(np.sum(failed))} of {failed.size} draws, which hold NaN there"
+        + (f" (first: {error.splitlines()[0]})" if error else "")
+    )
+
+
+def _starts(starts: np.ndarray, chains: int) -> np.ndarray:
+    """``chains`` start points, reusing the warm-up's in turn when there are fewer."""
+    return starts[np.arange(chains) % len(starts)]
+
+
+def _constrainer(model: StanModel, seed: int):
+    """The ``constrain`` of a run's draws: every quantity of a Stan program, or a Python target's own.
+
+    For a Stan program, :func:`~stanaccel.stan.quantities.stan_quantities`:
+    parameters, transformed parameters and generated quantities (their RNG
+    seeded per draw from ``seed``), ``log_lik`` as the log_likelihood group,
+    a draw whose generated quantities reject NaN and counted. It runs once
+    on the kept draws after the chains end, so its time is not in the
+    sampling's wall time (nor in ESS per second).
+    """
+    if hasattr(model, "constrain"):  # a Python target names its own summaries
+        return model.constrain
+
+    def constrain(positions: np.ndarray):
+        if not len(model.variables()):
+            return {"theta_unc": positions}
+        return stan_quantities(model, positions, seed)
+
+    return constrain
+
+
+def _describe_approximations(factory: KernelFactory, adaptation: Adaptation, seed: int, say) -> list[dict]:
+    """Each approximation's cost and the spread of log pi - log pi* over warm-up draws (warns if wide)."""
+    from stanaccel.sampling.program import approximation
+
+    points = adaptation.draws if adaptation.draws is not None else adaptation.starts
+    points = points[np.random.default_rng(seed).choice(len(points), min(20, len(points)), replace=False)]
+    exact = KeepConstants(factory.posterior())
+    reports = []
+    for spec in factory.approximations():
+        approx = approximation(spec, factory.model, factory.data, factory.config, seed=factory.seed)
+        report = describe_approximation(exact, approx, points, spec.label)
+        say(
+            f"approximation {spec.label}: cost {report['relative_cost']:.3g} of pi, "
+            f"sd of log pi - log pi* {report['log_ratio_sd']:.3g}"
+        )
+        reports.append(report)
+    return reports
+
+
+def _tune_step(factory, model, data, adaptation, step: StepTuning, seed, charged, say) -> float:
+    """The method's ``step`` (pCN step h, latent step) by Robbins-Monro for its target acceptance.
+
+    An inner kernel's step is tuned on the cheapest approximation.
+    """
+    from stanaccel.latent import tune_step
+    from stanaccel.sampling.program import approximation
+
+    config = factory.config
+    start = time.perf_counter()
+    density = model.with_data(data)
+    if step.inner:
+        density = approximation(factory.approximations()[-1], model, data, config, seed=factory.seed)
+    value = tune_step(
+        step.kernels(factory, density),
+        adaptation.starts[0],
+        np.random.default_rng(seed),
+        target=step.target,
+        initial=getattr(config, step.key),
+        iterations=config.tune,
+        maximum=step.maximum,
+    )
+    charged["tuning"] = charged.get("tuning", 0.0) + time.perf_counter() - start
+    say(f"tuned step {value:.3g} in {config.tune} iterations ({charged['tuning']:.1f} s)")
+    return value
+
+
+def _latent_nuts(config, model, data, maps, adaptation, seeds, progress, say, checkpoint=None) -> KernelRun:
+    """Stan's NUTS on the user's latent program (decoder weights as data), its draws decoded."""
+    from stanaccel.latent import decoder_data
+
+    latent = StanModel(compile_program(Path(config.latent_program)), {**data, **decoder_data(maps)})
+    starts = maps.encode(_starts(adaptation.starts, config.chains))
+    say(f"Stan NUTS on the latent program: {config.chains} chains x ({config.warmup} + {config.draws})")
+    fit = sample_nuts(
+        latent,
+        chains=config.chains,
+        warmup=config.warmup,
+        draws=config.draws,
+        inits=starts,
+        seed=seeds["chains"],
+        progress=progress,
+        checkpoint=checkpoint_part(checkpoint, "latent-nuts"),
+    )
+    positions = maps.decode(fit.draws_unconstrained)
+    steps = fit.sample_stats["n_steps"]
+    return KernelRun(
+        positions=positions,
+        accepted=np.ones(steps.shape, dtype=bool),
+        acceptance_probability=fit.sample_stats["acceptance_rate"],
+        divergent=fit.sample_stats["diverging"],
+        failed=np.zeros(steps.shape, dtype=bool),
+        evaluations=steps.sum(axis=1) + fit.warmup_sample_stats["n_steps"].sum(axis=1),
+        failed_proposals=np.zeros(len(steps), dtype=int),
+        chain_seconds=fit.chain_seconds,
+        wall_seconds=fit.wall_seconds,
+        exact=False,
+        sampler="NUTS in the latent space (approximate)",
+        interrupted=fit.interrupted,
+        **quantity_fields(_constrainer(model, seeds["quantities"])(positions)),
+    )
+
+
+def _cost(density) -> dict[str, float]:
+    """A density's evaluations (log density and gradient) and the seconds spent in them."""
+    return {
+        "evaluations": evaluations(density),
+        "seconds": getattr(density, "seconds", float("nan")),
+    }
