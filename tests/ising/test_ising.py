@@ -17,6 +17,7 @@ from scipy import stats
 from stanaccel.ising import (
     IntraclusterMoves,
     IsingModel,
+    IsingRun,
     KawasakiExchange,
     SwendsenWang,
     boltzmann_to_ising,
@@ -43,6 +44,7 @@ from stanaccel.ising.intracluster import (
     walk_log_probability,
 )
 from stanaccel.ising.models import lattice_edges
+from stanaccel.results import Result
 
 DISTANCE = 8
 ALPHA = 1e-3
@@ -385,3 +387,17 @@ def test_a_seed_reproduces_the_trace(sampler):
     np.testing.assert_array_equal(first.final, second.final)
     assert first.energy[-1] == pytest.approx(model.energy(first.final))
     assert len(np.unique(first.energy)) > 1
+
+
+def test_a_chain_is_the_shared_result_type():
+    """run_chain returns a Result: its traces are InferenceData, with ESS and the run's time in metrics()."""
+    model = ferromagnet_2d(8, beta=0.4)
+    start = constrained_start(model, 32, np.random.default_rng(0))
+    run = run_chain(KawasakiExchange(model), start, 200, np.random.default_rng(3), record_every=2)
+    assert isinstance(run, IsingRun) and isinstance(run, Result)
+    posterior = run.to_inference_data().posterior
+    assert posterior["energy"].shape == (1, 100)
+    np.testing.assert_array_equal(posterior["energy"].values[0], run.energy)
+    assert np.all(posterior["hamming_distance"].values == 32)
+    metrics = run.metrics()
+    assert metrics["wall_seconds"] == run.seconds and metrics["ess_bulk_min"] > 0

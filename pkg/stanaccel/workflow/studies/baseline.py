@@ -72,7 +72,7 @@ def nuts_runs(
         print(f"  {run.what} ({run.warmup} + {run.draws} per chain)", flush=True)
         fits.append(
             sample_nuts(
-                run.model or model,
+                model if run.model is None else run.model,
                 chains=chains,
                 warmup=run.warmup,
                 draws=run.draws,
