@@ -45,8 +45,8 @@ def main() -> None:
     print(f"{'sampler':24s} {'sweeps/s':>9s} {'ms/sweep':>9s} {'accept':>7s} {'final E':>8s}")
     for name, kernel in samplers.items():
         run = run_chain(kernel, start, steps, np.random.default_rng(1))
-        rate = steps / run["seconds"]
-        print(f"{name:24s} {rate:9.0f} {1000 / rate:9.3f} {run['acceptance']:7.3f} {run['energy'][-1]:8.0f}")
+        rate = steps / run.seconds
+        print(f"{name:24s} {rate:9.0f} {1000 / rate:9.3f} {run.acceptance:7.3f} {run.energy[-1]:8.0f}")
 
 
 if __name__ == "__main__":

@@ -310,6 +310,15 @@ class _SampleHelpFormatter(_HelpFormatter):
         return "".join(indent + line for line in text.splitlines(keepends=True))
 
 
+class _ListHelpFormatter(_HelpFormatter):
+    """Defaults shown, paragraphs wrapped, and a text of several lines (a list) kept on its lines."""
+
+    def _fill_text(self, text: str, width: int, indent: str) -> str:
+        if "\n" not in text:
+            return super()._fill_text(text, width, indent)
+        return "".join(indent + line for line in text.splitlines(keepends=True))
+
+
 def build_parser() -> argparse.ArgumentParser:
     from stanaccel import __version__
 
@@ -426,6 +435,8 @@ def build_parser() -> argparse.ArgumentParser:
                       "repeat for more (default: the method's own space)")  # fmt: skip
     sample.set_defaults(func=_sample)
 
+    from stanaccel.workflow.actions import actions_help
+
     run = sub.add_parser(
         "run",
         help="run a workflow file",
@@ -433,7 +444,8 @@ def build_parser() -> argparse.ArgumentParser:
         "before the first step runs. A step completed earlier in the same output folder with unchanged "
         "settings, seed and input files is loaded, not rerun (run.json says which). Ctrl-C stops the "
         "current step, which keeps its partial outputs, and records the stop in run.json.",
-        formatter_class=_HelpFormatter,
+        epilog="The actions a step may name (its action key):\n" + actions_help(),
+        formatter_class=_ListHelpFormatter,
     )
     run.add_argument("workflow", help="a workflow .toml file")
     run.add_argument("--output", "-o", help="output folder (default: the file's [workflow] output)")

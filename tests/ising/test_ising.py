@@ -17,6 +17,7 @@ from scipy import stats
 from stanaccel.ising import (
     IntraclusterMoves,
     IsingModel,
+    IsingRun,
     KawasakiExchange,
     SwendsenWang,
     boltzmann_to_ising,
@@ -43,6 +44,7 @@ from stanaccel.ising.intracluster import (
     walk_log_probability,
 )
 from stanaccel.ising.models import lattice_edges
+from stanaccel.results import Result
 
 DISTANCE = 8
 ALPHA = 1e-3
@@ -236,8 +238,8 @@ def test_constrained_chains_match_the_exact_mean_energy(kernel):
     }[kernel]
     rng = np.random.default_rng(5)
     run = run_chain(sampler, constrained_start(model, DISTANCE, rng), 4000, rng)
-    assert np.all(run["hamming_distance"] == DISTANCE)
-    ok, mean, exact, mcse = mean_within_mcse(run["energy"], exact)
+    assert np.all(run.hamming_distance == DISTANCE)
+    ok, mean, exact, mcse = mean_within_mcse(run.energy, exact)
     assert ok, f"mean energy {mean:.4f}, exact {exact:.4f}, MCSE {mcse:.4f}"
 
 
@@ -246,7 +248,7 @@ def test_swendsen_wang_matches_the_exact_mean_energy(beta):
     model = ferromagnet_2d(4, beta=beta)
     rng = np.random.default_rng(11)
     run = run_chain(SwendsenWang(model), constrained_start(model, 8, rng), 3000, rng)
-    ok, mean, exact, mcse = mean_within_mcse(run["energy"], exact_mean_energy(model))
+    ok, mean, exact, mcse = mean_within_mcse(run.energy, exact_mean_energy(model))
     assert ok, f"mean energy {mean:.4f}, exact {exact:.4f}, MCSE {mcse:.4f}"
 
 
@@ -257,7 +259,7 @@ def test_swendsen_wang_with_fields_matches_the_exact_mean_energy():
         16, i, j, rng.uniform(0.2, 1.0, i.size), 0.4 * rng.standard_normal(16), beta=0.5
     )
     run = run_chain(SwendsenWang(model), reference_state(model), 3000, rng)
-    ok, mean, exact, mcse = mean_within_mcse(run["energy"], exact_mean_energy(model))
+    ok, mean, exact, mcse = mean_within_mcse(run.energy, exact_mean_energy(model))
     assert ok, f"mean energy {mean:.4f}, exact {exact:.4f}, MCSE {mcse:.4f}"
 
 
@@ -381,7 +383,21 @@ def test_a_seed_reproduces_the_trace(sampler):
     start = constrained_start(model, 32, np.random.default_rng(0))
     first = run_chain(kernel, start, 50, np.random.default_rng(7))
     second = run_chain(kernel, start, 50, np.random.default_rng(7))
-    np.testing.assert_array_equal(first["energy"], second["energy"])
-    np.testing.assert_array_equal(first["final"], second["final"])
-    assert first["energy"][-1] == pytest.approx(model.energy(first["final"]))
-    assert len(np.unique(first["energy"])) > 1
+    np.testing.assert_array_equal(first.energy, second.energy)
+    np.testing.assert_array_equal(first.final, second.final)
+    assert first.energy[-1] == pytest.approx(model.energy(first.final))
+    assert len(np.unique(first.energy)) > 1
+
+
+def test_a_chain_is_the_shared_result_type():
+    """run_chain returns a Result: its traces are InferenceData, with ESS and the run's time in metrics()."""
+    model = ferromagnet_2d(8, beta=0.4)
+    start = constrained_start(model, 32, np.random.default_rng(0))
+    run = run_chain(KawasakiExchange(model), start, 200, np.random.default_rng(3), record_every=2)
+    assert isinstance(run, IsingRun) and isinstance(run, Result)
+    posterior = run.to_inference_data().posterior
+    assert posterior["energy"].shape == (1, 100)
+    np.testing.assert_array_equal(posterior["energy"].values[0], run.energy)
+    assert np.all(posterior["hamming_distance"].values == 32)
+    metrics = run.metrics()
+    assert metrics["wall_seconds"] == run.seconds and metrics["ess_bulk_min"] > 0

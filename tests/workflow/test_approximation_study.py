@@ -4,7 +4,7 @@ import pytest
 
 from stanaccel.diagnostics.report import write_report
 from stanaccel.workflow import run_workflow
-from stanaccel.workflow.approximation_study import expand
+from stanaccel.workflow.studies.approximation import expand
 
 STUDY = """
 [workflow]

@@ -8,7 +8,17 @@ from stanaccel.cli import main
 from stanaccel.datasets import generate
 from stanaccel.stan import write_data
 from stanaccel.workflow import load_workflow, run_workflow
-from stanaccel.workflow.validation import ANYTHING, INTEGER, NUMBER, STRING, generator_options, keys_of
+from stanaccel.workflow.actions import ACTIONS, Action
+from stanaccel.workflow.validation import (
+    ANYTHING,
+    INTEGER,
+    NUMBER,
+    STRING,
+    Table,
+    check_workflow,
+    generator_options,
+    keys_of,
+)
 
 WORKFLOWS = sorted((Path(__file__).parents[2] / "workflows").glob("*.toml"))
 
@@ -172,3 +182,20 @@ def test_a_program_that_does_not_exist_is_named(tmp_path, program, message):
     (tmp_path / "mine.stan").write_text("parameters { real y; }\n")
     if program == "mine.stan":
         load_workflow(path)  # a file beside the workflow file
+
+
+def test_one_table_of_actions_drives_the_checks_and_the_help(tmp_path, capsys):
+    """Each action's schema in ACTIONS is what the checks apply; `stanaccel run --help` lists each action."""
+    path = tmp_path / "w.toml"
+    actions = {"count": Action(lambda step, context, seed: {}, Table({"n": INTEGER}), "count to n")}
+    check_workflow({"steps": [{"name": "a", "action": "count", "n": 3}]}, path, actions)
+    with pytest.raises(ValueError, match="step 'a' \\(action count\\): unknown key 'm'; allowed: action, n"):
+        check_workflow({"steps": [{"name": "a", "action": "count", "m": 3}]}, path, actions)
+    with pytest.raises(ValueError, match="unknown action 'nuts'; have \\['count'\\]"):
+        check_workflow({"steps": [{"name": "a", "action": "nuts"}]}, path, actions)
+
+    with pytest.raises(SystemExit):
+        main(["run", "--help"])
+    listed = capsys.readouterr().out.split("The actions a step may name")[1]
+    for name, action in ACTIONS.items():
+        assert f"\n  {name} " in listed and action.help.split()[-1] in listed

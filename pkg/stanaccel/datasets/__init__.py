@@ -5,6 +5,7 @@ the first N points of a larger data set equal the data set of size N (the
 tempering paper's protocol for sweeps over N).
 """
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -31,13 +32,18 @@ class Dataset:
 GENERATORS = ("gp_ard", "mvn_mean", "logistic", "digits")
 
 
-def generate(name: str, **options: Any) -> Dataset:
-    """Call the generator of a bundled program by name, e.g. ``generate("gp_ard", N=64, D=3)``."""
+def generator(name: str) -> Callable[..., Dataset]:
+    """The ``generate`` function of a bundled program's data generator (its options are its keywords)."""
     if name not in GENERATORS:
         raise ValueError(f"no data generator {name!r}; have {list(GENERATORS)}")
     from importlib import import_module
 
-    return import_module(f"stanaccel.datasets.{name}").generate(**options)
+    return import_module(f"stanaccel.datasets.{name}").generate
+
+
+def generate(name: str, **options: Any) -> Dataset:
+    """Call the generator of a bundled program by name, e.g. ``generate("gp_ard", N=64, D=3)``."""
+    return generator(name)(**options)
 
 
 def take_observations(data: dict[str, Any], indices, keys, n_key: str = "N") -> dict[str, Any]:

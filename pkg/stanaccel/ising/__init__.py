@@ -18,7 +18,7 @@ Hamming distance, :class:`SwendsenWang` samples the unconstrained
 ferromagnet. Their inner loops are Numba-compiled (``@numba.njit(cache=True)``),
 except Swendsen-Wang's (NumPy and SciPy). :mod:`~stanaccel.ising.exact`
 enumerates small models for the tests; :func:`run_chain` runs a chain
-keeping the energy trace.
+keeping the energy trace (an :class:`IsingRun`, the shared result type).
 """
 
 from stanaccel.ising.exact import (
@@ -40,12 +40,13 @@ from stanaccel.ising.models import (
     reference_state,
     spin_glass_3d,
 )
-from stanaccel.ising.run import run_chain
+from stanaccel.ising.run import IsingRun, run_chain
 from stanaccel.ising.swendsen_wang import SwendsenWang
 
 __all__ = [
     "IntraclusterMoves",
     "IsingModel",
+    "IsingRun",
     "KawasakiExchange",
     "SwendsenWang",
     "all_states",

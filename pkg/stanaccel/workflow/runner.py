@@ -2,7 +2,7 @@
 
 A workflow file (TOML) has a ``[workflow]`` table (``name``, ``seed``,
 ``output``) and a list of ``[[steps]]``, each with a unique ``name`` and an
-``action`` from :data:`stanaccel.workflow.steps.ACTIONS`. A step refers to an
+``action`` from :data:`stanaccel.workflow.actions.ACTIONS`. A step refers to an
 earlier step's output by that step's name (for example ``data = "data"``).
 Every step gets a seed derived from the workflow seed and its name unless it
 sets ``seed``, so a workflow file reproduces its run exactly. The output
@@ -33,10 +33,10 @@ from stanaccel.diagnostics.files import check_writable
 from stanaccel.executors import Executor, check_spec, executor_from
 from stanaccel.seeds import check_seed
 from stanaccel.workflow import cache as step_cache
+from stanaccel.workflow.actions import ACTIONS
 from stanaccel.workflow.context import RunContext, Workflow
 from stanaccel.workflow.interrupts import InterruptWatch, WorkflowInterrupted
 from stanaccel.workflow.provenance import provenance, versions
-from stanaccel.workflow.steps import ACTIONS, step_schema
 from stanaccel.workflow.validation import check_programs, check_workflow
 
 LOCK = ".stanaccel-run.lock"
@@ -62,7 +62,7 @@ def load_workflow(path: str | Path, *, output: str | Path | None = None) -> Work
             config = tomllib.load(handle)
         except tomllib.TOMLDecodeError as exc:
             raise ValueError(f"{path}: not valid TOML: {exc}") from exc
-    check_workflow(config, path, ACTIONS, step_schema)
+    check_workflow(config, path, ACTIONS)
     head = config.get("workflow", {})
     name = head.get("name", path.stem)
     out = Path(output) if output is not None else Path(head.get("output", f"output/{name}"))
@@ -203,7 +203,7 @@ def _run_steps(workflow: Workflow, context: RunContext, use_cache: bool) -> RunC
         watch = InterruptWatch()
         try:
             with watch.watching():
-                result = ACTIONS[step["action"]](step, context, seed)
+                result = ACTIONS[step["action"]].run(step, context, seed)
         except BaseException as exc:
             if not (watch.seen or isinstance(exc, KeyboardInterrupt)):
                 raise

@@ -1,7 +1,7 @@
 """The scoring every study shares: the Stan NUTS reference row, each sampler's row, the plot.
 
 A study runs Stan's NUTS as its baseline, then samplers through
-:func:`stanaccel.sampling.engine.run_sampler`, and scores each the same way:
+:func:`stanaccel.sampling.run.run_sampler`, and scores each the same way:
 
 - ``seconds``: the time with the warm-up, pilot, training and tuning charged
   (``charged_seconds`` of those); ``ess_per_second`` divides the smallest

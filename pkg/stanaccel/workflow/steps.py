@@ -1,4 +1,4 @@
-"""The actions a workflow step can take. Each returns a dict that later steps read.
+"""The ``generate`` and ``nuts`` steps; :mod:`stanaccel.workflow.actions` lists every action.
 
 - ``generate``: a synthetic data set for a bundled program
   (``generator``, and the generator's options such as ``N`` and ``D``);
@@ -7,35 +7,11 @@
   ``.stan`` path; ``data``: an earlier step's name or a Stan JSON file;
   ``chains``, ``warmup``, ``draws``, ``metric``, and any other NUTS setting);
   writes ``posterior.nc`` (InferenceData), ``metrics.json`` and ``summary.txt``.
-- ``sample``: any stanaccel sampler on a program after Stan's NUTS warm-up
-  (``method`` and its settings; see :mod:`stanaccel.workflow.sample`);
-  writes ``posterior.nc``, ``metrics.json`` and ``summary.txt``.
-- ``tempering_study``: samplers side by side with Stan NUTS over data sizes
-  (see :mod:`stanaccel.workflow.tempering_study`).
-- ``approximation_study``: exact samplers that move with fast approximations
-  (discretizing chain, tempered transitions over approximations) against
-  Stan NUTS on GP regression (see :mod:`stanaccel.workflow.approximation_study`).
-- ``latent_study``: autoencoder latent-space samplers (AE-HMC, AE-pCN, exact
-  and approximate) against Stan NUTS on logistic regression
-  (see :mod:`stanaccel.workflow.latent_study`).
-- ``pde_study``: pCN, h-pCN, AE-pCN and the exact samplers over Stan
-  surrogates on the elliptic PDE inverse problem (see :mod:`stanaccel.workflow.pde_study`).
-- ``ising_study``: the intracluster-move sampler on a constrained Ising model,
-  tuned by Bayesian optimisation and random search, against the expert's
-  settings and Kawasaki (see :mod:`stanaccel.workflow.ising_study`).
-- ``density_study``: the GP density model's Gibbs sampler, variational method
-  and Stan baseline against a known density over data sizes
-  (see :mod:`stanaccel.workflow.density_study`).
-- ``report``: one self-contained HTML page of the steps before it
-  (``file``, default ``report.html`` in the run's output folder; see
-  :mod:`stanaccel.workflow.report`).
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
-from importlib import import_module
 from pathlib import Path
 from typing import Any
 
@@ -48,6 +24,7 @@ from stanaccel.sampling.program import Program, prepare_data
 from stanaccel.stan import StanModel, write_data
 from stanaccel.stan.nuts import NutsSettings, sample_nuts
 from stanaccel.workflow.context import RunContext, program_file
+from stanaccel.workflow.sample import print_warnings
 from stanaccel.workflow.validation import (
     EARLIER_STEP_OR_FILE,
     STAN_PROGRAM,
@@ -57,8 +34,6 @@ from stanaccel.workflow.validation import (
     keys_of,
     one_of,
 )
-
-Action = Callable[[dict[str, Any], RunContext, int], dict[str, Any]]
 
 
 def generate_step(step: dict[str, Any], context: RunContext, seed: int) -> dict[str, Any]:
@@ -79,8 +54,6 @@ def generate_step(step: dict[str, Any], context: RunContext, seed: int) -> dict[
 
 def nuts_step(step: dict[str, Any], context: RunContext, seed: int) -> dict[str, Any]:
     """Run Stan's NUTS and write the InferenceData, metrics and summary."""
-    from stanaccel.workflow.sample import print_warnings
-
     data_ref = step.get("data")
     if isinstance(data_ref, str) and data_ref in context.results:
         source = context.results[data_ref]
@@ -138,82 +111,12 @@ def nuts_step(step: dict[str, Any], context: RunContext, seed: int) -> dict[str,
     return {"fit": fit, "idata": idata, "metrics": metrics}
 
 
-def _tempering_study(step: dict[str, Any], context: RunContext, seed: int) -> dict[str, Any]:
-    from stanaccel.workflow.tempering_study import tempering_study_step
-
-    return tempering_study_step(step, context, seed)
-
-
-def _approximation_study(step: dict[str, Any], context: RunContext, seed: int) -> dict[str, Any]:
-    from stanaccel.workflow.approximation_study import approximation_study_step
-
-    return approximation_study_step(step, context, seed)
-
-
-def _latent_study(step: dict[str, Any], context: RunContext, seed: int) -> dict[str, Any]:
-    from stanaccel.workflow.latent_study import latent_study_step
-
-    return latent_study_step(step, context, seed)
-
-
-def _sample(step: dict[str, Any], context: RunContext, seed: int) -> dict[str, Any]:
-    from stanaccel.workflow.sample import sample_step
-
-    return sample_step(step, context, seed)
-
-
-def _density_study(step: dict[str, Any], context: RunContext, seed: int) -> dict[str, Any]:
-    from stanaccel.workflow.density_study import density_study_step
-
-    return density_study_step(step, context, seed)
-
-
-def _pde_study(step: dict[str, Any], context: RunContext, seed: int) -> dict[str, Any]:
-    from stanaccel.workflow.pde_study import pde_study_step
-
-    return pde_study_step(step, context, seed)
-
-
-def _ising_study(step: dict[str, Any], context: RunContext, seed: int) -> dict[str, Any]:
-    from stanaccel.workflow.ising_study import ising_study_step
-
-    return ising_study_step(step, context, seed)
-
-
-def _report(step: dict[str, Any], context: RunContext, seed: int) -> dict[str, Any]:
-    from stanaccel.workflow.report import report_step
-
-    return report_step(step, context, seed)
-
-
-ACTIONS: dict[str, Action] = {
-    "generate": generate_step,
-    "nuts": nuts_step,
-    "sample": _sample,
-    "tempering_study": _tempering_study,
-    "approximation_study": _approximation_study,
-    "latent_study": _latent_study,
-    "density_study": _density_study,
-    "pde_study": _pde_study,
-    "ising_study": _ising_study,
-    "report": _report,
-}
-
-# What each action's step may set besides name, action and seed (see stanaccel.workflow.validation).
+# What each step may set besides name, action and seed (see stanaccel.workflow.validation).
 GENERATE_SCHEMA = Table(
     lambda step: {"generator": one_of(*GENERATORS), **generator_options(step.get("generator"))},
     required=("generator",),
 )
 NUTS_SCHEMA = Table({"program": STAN_PROGRAM, "data": EARLIER_STEP_OR_FILE, **keys_of(NutsSettings)})
-
-
-def step_schema(action: str) -> Table:
-    """The keys a step of ``action`` may set; each study declares its own ``SCHEMA`` beside its code."""
-    if action == "generate":
-        return GENERATE_SCHEMA
-    if action == "nuts":
-        return NUTS_SCHEMA
-    return import_module(f"stanaccel.workflow.{action}").SCHEMA
 
 
 def _folder(context: RunContext, step: dict[str, Any]) -> Path:

@@ -1,7 +1,8 @@
 """Check every table of a workflow file, keys and value types, before any step runs.
 
 Each action declares a small schema: the keys a step may set and what each
-value must be (``stanaccel.workflow.steps.step_schema``). A schema entry is
+value must be (the ``schema`` of its entry in :data:`stanaccel.workflow.actions.ACTIONS`).
+A schema entry is
 
 - a :class:`Kind`: an integer, a number (an integer is accepted), a string,
   true or false, a list, a table, or one of some names (:func:`one_of`);
@@ -26,9 +27,8 @@ import inspect
 import reprlib
 import types
 import typing
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from importlib import import_module
 from pathlib import Path
 from typing import Any
 
@@ -181,18 +181,15 @@ WORKFLOW_KEYS = {
 STEP_KEYS = {"name": STRING, "action": STRING, "seed": SEED}
 
 
-def check_workflow(
-    config: dict[str, Any], path: Path, actions: Iterable[str], step_schema: Callable[[str], Table]
-) -> None:
+def check_workflow(config: dict[str, Any], path: Path, actions: Mapping[str, Any]) -> None:
     """Check a parsed workflow file: its tables, every step's keys and values, and step references.
 
     Parameters
     ----------
-    actions, step_schema
-        The actions a step may name and the schema of each (the runner passes
-        :data:`stanaccel.workflow.steps.ACTIONS` and
-        :func:`~stanaccel.workflow.steps.step_schema`: the steps build on this
-        module, not it on them).
+    actions
+        The actions a step may name, each with its ``schema`` (a :class:`Table`):
+        the runner passes the table :data:`stanaccel.workflow.actions.ACTIONS`
+        (the actions build on this module, not it on them).
 
     Raises
     ------
@@ -227,7 +224,7 @@ def check_workflow(
             raise where.error(f"two steps are named {step['name']!r}")
         names.append(step["name"])
     for index, step in enumerate(steps):
-        schema = step_schema(step["action"])
+        schema = actions[step["action"]].schema
         place = Where(path, f"step {step['name']!r} (action {step['action']}): ", tuple(names[:index]))
         check_table(step, {**STEP_KEYS, **schema.schema(step)}, place, "", schema.required)
 
@@ -297,11 +294,11 @@ def keys_of(function: Callable, *, skip: Iterable[str] = ()) -> dict[str, Kind]:
 
 def generator_options(name: str) -> dict[str, Kind]:
     """The options of a bundled data generator (``stanaccel.datasets``) less ``seed``; {} for no generator."""
-    from stanaccel.datasets import GENERATORS
+    from stanaccel.datasets import GENERATORS, generator
 
     if name not in GENERATORS:
         return {}
-    return keys_of(import_module(f"stanaccel.datasets.{name}").generate, skip=("seed",))
+    return keys_of(generator(name), skip=("seed",))
 
 
 PROGRAM_KEYS = ("program", "latent_program")

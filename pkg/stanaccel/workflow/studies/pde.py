@@ -18,7 +18,7 @@ surrogate-driven exact samplers of "MCMC using fast approximations"):
    the exact samplers' acceptance), with and without the enhanced error model;
 4. runs each sampler in ``samplers`` (the keys of ``stanaccel sample``,
    ``chains`` and ``draws`` from the step unless a sampler sets them)
-   through :func:`stanaccel.sampling.engine.run_sampler`, and scores it with
+   through :func:`stanaccel.sampling.run.run_sampler`, and scores it with
    :mod:`stanaccel.workflow.scoring`; ``vs_pcn`` divides its ESS per second
    by the first pCN row's.
 

@@ -14,7 +14,7 @@ A ``latent_study`` step:
    sampler; the pilot's last draws are their starting points, its step size
    and metric those of the full-space HMC move;
 4. runs each sampler in ``samplers`` through
-   :func:`stanaccel.sampling.engine.run_sampler`, with the keys of
+   :func:`stanaccel.sampling.run.run_sampler`, with the keys of
    ``stanaccel sample``: ``method = "ae-hmc"`` (``latent_n_steps``,
    ``exact``, ``route = "chain-rule" | "stan"``, ``encoded_momentum``),
    ``"ae-pcn"`` (``exact``), ``"latent-nuts"`` (Stan NUTS on the latent Stan
@@ -62,12 +62,11 @@ from stanaccel.sampling.program import prepare_data
 from stanaccel.sampling.result import method_label
 from stanaccel.sampling.tasks import SamplerTask, run_samplers
 from stanaccel.sampling.training import Trained
-from stanaccel.sampling.warmup import Adaptation
 from stanaccel.seeds import spawn_seed
 from stanaccel.stan import StanModel, compile_program
-from stanaccel.stan.nuts import sample_nuts
 from stanaccel.workflow.sample import Setting
 from stanaccel.workflow.scoring import nuts_row, plot_ess_per_second, score_row
+from stanaccel.workflow.studies.baseline import Run, nuts_runs, pilot_tuning
 from stanaccel.workflow.tables import write_table
 from stanaccel.workflow.validation import INTEGER, NUMBER, ListOf, Table, generator_options, keys_of, one_of
 
@@ -154,43 +153,25 @@ def latent_study_step(step: dict[str, Any], context, seed: int) -> dict[str, Any
     print(f"  logistic regression: N={data['N']}, {model.dim} parameters, {len(y_test)} test points")
 
     nuts = {"warmup": 1000, "draws": 1000, **step.get("nuts", {})}
-    print(f"  Stan NUTS ({nuts['warmup']} + {nuts['draws']} per chain)", flush=True)
-    fit = sample_nuts(
-        model,
-        chains=chains,
-        warmup=nuts["warmup"],
-        draws=nuts["draws"],
-        seed=spawn_seed(seed, 0),
-        progress=context.progress,
-    )
     ref = {"warmup": 1000, "draws": 5000, **step.get("reference", {})}
-    print(f"  reference: Stan NUTS ({ref['warmup']} + {ref['draws']} per chain)", flush=True)
-    ref_fit = sample_nuts(
+    pilot = {"warmup": max(nuts["warmup"] // 5, 100), "train_from": 0.5, **step.get("pilot", {})}
+    runs = nuts_runs(
         model,
-        chains=chains,
-        warmup=ref["warmup"],
-        draws=ref["draws"],
-        seed=spawn_seed(seed, 1),
+        chains,
+        Run("Stan NUTS", nuts["warmup"], nuts["draws"], spawn_seed(seed, 0)),
+        Run("reference: Stan NUTS", ref["warmup"], ref["draws"], spawn_seed(seed, 1)),
+        Run("pilot for the autoencoder: Stan NUTS", pilot["warmup"], 1, spawn_seed(seed, 2), progress=False),
         progress=context.progress,
     )
+    fit, ref_fit = runs.baseline, runs.reference
     reference = Posterior(ref_fit.draws_unconstrained, X_test, y_test)
     nuts_score = nuts_row(fit)
     rows = [{**nuts_score, **_bias(Posterior(fit.draws_unconstrained, X_test, y_test), reference)}]
 
-    pilot = {"warmup": max(nuts["warmup"] // 5, 100), "train_from": 0.5, **step.get("pilot", {})}
-    print(f"  pilot: Stan NUTS warm-up ({pilot['warmup']} per chain) for the autoencoder", flush=True)
-    pilot_fit = sample_nuts(
-        model, chains=chains, warmup=pilot["warmup"], draws=1, seed=spawn_seed(seed, 2), progress=False
-    )
+    # The autoencoder trains on the pilot's later warm-up draws.
     first = int(pilot["warmup"] * pilot["train_from"])
-    training = pilot_fit.warmup_unconstrained[:, first:].reshape(-1, model.dim)
-    tuning = Adaptation(
-        float(np.median(pilot_fit.step_size)),
-        np.mean(pilot_fit.inv_metric, axis=0),
-        pilot_fit.draws_unconstrained[:, -1],
-        training,
-        pilot_fit.wall_seconds,
-    )
+    training = runs.pilot.warmup_unconstrained[:, first:].reshape(-1, model.dim)
+    tuning = pilot_tuning(runs.pilot, training)
     autoencoder = Autoencoder.fit(training, **{"seed": spawn_seed(seed, 3), **step.get("autoencoder", {})})
     autoencoder.save(folder / "autoencoder")
     maps = autoencoder.maps()

@@ -146,14 +146,14 @@ def ising_study_step(step: dict[str, Any], context, seed: int) -> dict[str, Any]
     uniform = list(range(1, k_max + 1))
     rng = np.random.default_rng(spawn_seed(seed, 0))
     start = ising.constrained_start(model, distance, rng)
-    burnt = ising.run_chain(im(uniform, 0.0), start, burn_in, rng)["final"]
+    burnt = ising.run_chain(im(uniform, 0.0), start, burn_in, rng).final
     trial_sweeps = int(step.get("trial_sweeps", 300))
 
     def objective(settings: dict[str, Any], trial_rng: np.random.Generator) -> tuple[float, dict]:
         kernel = im(int(settings["walk_length"]), float(settings["gamma"]))
         run = ising.run_chain(kernel, burnt, trial_sweeps, trial_rng)
-        value = autocorrelation_objective(run["energy"], max_lag=max_lag)
-        return value, {"acceptance": run["acceptance"], "sweeps_per_second": trial_sweeps / run["seconds"]}
+        value = autocorrelation_objective(run.energy, max_lag=max_lag)
+        return value, {"acceptance": run.acceptance, "sweeps_per_second": trial_sweeps / run.seconds}
 
     space, budget = search_space(k_max), int(step.get("budget", 30))
     print(
@@ -219,11 +219,11 @@ def _run(model, kernel, start, chains, burn_in, sweeps, max_lag, seed) -> dict[s
     energies, seconds, acceptance = [], 0.0, []
     for chain in range(chains):
         rng = np.random.default_rng(spawn_seed(seed, chain))
-        burnt = ising.run_chain(kernel, start, burn_in, rng, model=model)["final"]
+        burnt = ising.run_chain(kernel, start, burn_in, rng, model=model).final
         run = ising.run_chain(kernel, burnt, sweeps, rng, model=model)
-        seconds += run["seconds"]
-        energies.append(run["energy"])
-        acceptance.append(run["acceptance"])
+        seconds += run.seconds
+        energies.append(run.energy)
+        acceptance.append(run.acceptance)
     energy = np.array(energies)
     ess = bulk_ess(energy)
     return {

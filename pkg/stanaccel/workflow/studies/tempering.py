@@ -2,7 +2,7 @@
 
 For each data size, a ``tempering_study`` step generates data, runs Stan's
 NUTS (the reference row; its warm-up can tune the samplers), then each
-sampler through :func:`stanaccel.sampling.engine.run_sampler` from the same
+sampler through :func:`stanaccel.sampling.run.run_sampler` from the same
 starts, scored by :mod:`stanaccel.workflow.scoring`, and writes:
 
 - ``table.csv`` / ``table.md``: per sampler and size, wall time, time per
@@ -56,9 +56,9 @@ from stanaccel.sampling.tasks import SamplerTask, run_samplers
 from stanaccel.sampling.warmup import Adaptation, warmup_share
 from stanaccel.seeds import spawn_seed
 from stanaccel.stan import StanModel, compile_program
-from stanaccel.stan.nuts import sample_nuts
 from stanaccel.workflow.sample import Setting
 from stanaccel.workflow.scoring import nuts_row, score_row
+from stanaccel.workflow.studies.baseline import Run, adapted_step, nuts_runs
 from stanaccel.workflow.tables import write_table
 from stanaccel.workflow.validation import BOOLEAN, INTEGER, STRING, ListOf, Table, generator_options, one_of
 
@@ -126,16 +126,15 @@ def tempering_study_step(step: dict[str, Any], context, seed: int) -> dict[str, 
         if step.get("nuts", True) or uses_warmup:
             warmup, draws = int(step.get("nuts_warmup", 500)), int(step.get("draws", 500))
             nuts_seed = spawn_seed(seed, size_index, 1)
-            fit = sample_nuts(model, chains=chains, warmup=warmup, draws=draws, seed=nuts_seed, inits=starts,
-                              progress=False)  # fmt: skip
+            fit = nuts_runs(model, chains, Run(f"{label}: Stan NUTS", warmup, draws, nuts_seed),
+                            inits=starts).baseline  # fmt: skip
             nuts = nuts_row(fit, sampler="Stan NUTS (warm-up included)")
             warmup_seconds = fit.wall_seconds * warmup_share(fit)
             per_iteration = fit.wall_seconds / (warmup + draws)
             nuts_table_row = _tempering_row(nuts, label, "nuts", "", fit.wall_seconds, per_iteration,
                                             warmup_seconds)  # fmt: skip
             if step.get("tune_from_nuts", False):
-                tuning.step_size = float(np.median(fit.step_size))
-                tuning.inv_metric = np.mean(fit.inv_metric, axis=0)
+                tuning.step_size, tuning.inv_metric = adapted_step(fit)
             if step.get("start") == "nuts_warmup":
                 tuning.starts = fit.warmup_unconstrained[:, -1]
             tuning.seconds = warmup_seconds if uses_warmup else 0.0

@@ -13,7 +13,7 @@ An ``approximation_study`` step (Wang & Neal, "MCMC using fast approximations"):
    covariance (of its draws), HMC's step size, and the samplers' starting
    points. Its time is charged to every sampler;
 4. runs each sampler in ``samplers`` (``draws`` each, expanded over any
-   ``sweep`` lists) through :func:`stanaccel.sampling.engine.run_sampler`,
+   ``sweep`` lists) through :func:`stanaccel.sampling.run.run_sampler`,
    with the keys of ``stanaccel sample``: ``method = "mh"`` or ``"hmc"`` on
    pi alone; ``"dc"``, the discretizing chain with ``approx``, ``inner``,
    ``inner_steps``, ``moves`` (r) and ``jump`` (s); ``"tt-approx"``,
@@ -57,12 +57,11 @@ from stanaccel.sampling.methods import methods_in
 from stanaccel.sampling.program import approximation, describe_approximation, prepare_data
 from stanaccel.sampling.run import SEEDS
 from stanaccel.sampling.tasks import SamplerTask, run_samplers
-from stanaccel.sampling.warmup import Adaptation
 from stanaccel.seeds import spawn_seed, spawn_seeds
 from stanaccel.stan import StanModel, compile_program
-from stanaccel.stan.nuts import sample_nuts
 from stanaccel.workflow.sample import Setting
 from stanaccel.workflow.scoring import approximation_acceptance, nuts_row, plot_ess_per_second, score_row
+from stanaccel.workflow.studies.baseline import Run, nuts_runs, pilot_tuning
 from stanaccel.workflow.tables import write_table
 from stanaccel.workflow.validation import INTEGER, ListOf, Table, generator_options, one_of
 
@@ -173,23 +172,24 @@ def approximation_study_step(step: dict[str, Any], context, seed: int) -> dict[s
     starts = np.random.default_rng(spawn_seed(seed, 1)).uniform(-2, 2, size=(chains, model.dim))
 
     nuts = {"warmup": 500, "draws": 500, **step.get("nuts", {})}
-    print(f"  Stan NUTS on pi ({nuts['warmup']} + {nuts['draws']} per chain)", flush=True)
-    fit = sample_nuts(
+    approx_config = make_config("dc", {"approx": tune_spec})
+    tune_model = approximation(tune_spec, model, data, approx_config, seed=approx_seed).model
+    runs = nuts_runs(
         model,
-        chains=chains,
-        warmup=nuts["warmup"],
-        draws=nuts["draws"],
+        chains,
+        Run("Stan NUTS on pi", nuts["warmup"], nuts["draws"], spawn_seed(seed, 2)),
+        pilot=Run(f"tuning: Stan NUTS on {tune_spec.label}", int(step.get("tune_warmup", 300)),
+                  int(step.get("tune_draws", 200)), spawn_seed(seed, 4), tune_model, progress=False),
         inits=starts,
-        seed=spawn_seed(seed, 2),
         progress=context.progress,
-    )
+    )  # fmt: skip
+    fit = runs.baseline
     reference = fit.to_inference_data()
     nuts_score = nuts_row(fit, sampler="Stan NUTS on pi", reference=reference)
     rows = [{**nuts_score, "exact_per_iteration": nuts_score["evaluations_per_iteration"]}]
 
     points = fit.draws_unconstrained.reshape(-1, model.dim)
     points = points[np.random.default_rng(spawn_seed(seed, 3)).choice(len(points), 20, replace=False)]
-    approx_config = make_config("dc", {"approx": tune_spec})
     approx_rows = []
     for label, spec in specs.items():
         approx = approximation(spec, model, data, approx_config, seed=approx_seed)
@@ -198,25 +198,9 @@ def approximation_study_step(step: dict[str, Any], context, seed: int) -> dict[s
         )
     print(write_table(folder, "approximations", approx_rows, list(approx_rows[0])))
 
-    tune_model = approximation(tune_spec, model, data, approx_config, seed=approx_seed).model
-    print(f"  tuning: Stan NUTS on {tune_spec.label}", flush=True)
-    tune_fit = sample_nuts(
-        tune_model,
-        chains=chains,
-        warmup=int(step.get("tune_warmup", 300)),
-        draws=int(step.get("tune_draws", 200)),
-        inits=starts,
-        seed=spawn_seed(seed, 4),
-        progress=False,
-    )
-    tune_draws = tune_fit.draws_unconstrained.reshape(-1, model.dim)
-    tuning = Adaptation(
-        float(np.median(tune_fit.step_size)),
-        np.cov(tune_draws, rowvar=False),
-        tune_fit.draws_unconstrained[:, -1],
-        tune_draws,
-        tune_fit.wall_seconds,
-    )
+    # The inner kernels' tuning: the pilot's step size, the covariance of its draws, its ends and time.
+    tune_draws = runs.pilot.draws_unconstrained.reshape(-1, model.dim)
+    tuning = pilot_tuning(runs.pilot, tune_draws, inv_metric=np.cov(tune_draws, rowvar=False))
     limit = float(norm.ppf(1 - 1e-3 / (2 * 2 * model.dim)))
 
     tasks = []
