@@ -28,6 +28,9 @@ from stanaccel.errors import ConfigError
 from stanaccel.observations import Observations
 
 INNER_KERNELS = ("mh", "hmc")
+"""The choices of a tempering method's ``inner`` setting: the full-space moves that widen with the
+temperature. Written out (the table of methods imports this module); every ``inner`` choice is a method
+with a ``move`` there (``tests/sampling/test_methods.py`` checks)."""
 
 LARGEST = 1e6
 """The largest value of a number setting that has no upper bound of its own (a scale, a step size,

@@ -5,7 +5,8 @@ A :class:`MethodSpec` says, for one method, its settings (its
 what it needs of the program and whether it is exact), how to build its
 kernel from a :class:`~stanaccel.sampling.build.KernelFactory`, its label in
 tables and messages, what it needs of the warm-up (draws; a step tuned after
-it), its default ``--tune`` search space and the studies that offer it.
+it), its default ``--tune`` search space, its tempering family, the
+acceptance the studies show for it and the studies that offer it.
 :data:`METHODS` maps each name to its record, in the order the command
 line, the README and ``stanaccel sample --help`` list them.
 
@@ -102,6 +103,15 @@ class MethodSpec:
         (the PDE posterior's) makes; as the ``inner`` kernel too.
     latent : bool
         It trains an autoencoder on the warm-up draws.
+    tempering : str, optional
+        Its family of tempering over powers of the likelihood or subsets of the
+        data: "swaps" (parallel tempering: a chain per level, neighbours swap)
+        or "transitions" (tempered transitions: a trajectory up and down the
+        ladder); None: it does not temper.
+    acceptance_key : str, optional
+        The statistic of its kernel's summary that is its acceptance of interest,
+        shown in the studies' tables in place of its steps' (DC's mark moves,
+        TT over approximations' trajectories); None: its steps' acceptance.
     studies : tuple of str
         The study workflows that offer it (``pde``, ``approximation``, ``tempering``, ``latent``).
     """
@@ -115,6 +125,8 @@ class MethodSpec:
     needs_draws: bool = False
     needs_laplace: bool = False
     latent: bool = False
+    tempering: str | None = None
+    acceptance_key: str | None = None
     studies: tuple[str, ...] = ()
 
     @property
@@ -137,6 +149,11 @@ class MethodSpec:
     def stan_nuts(self) -> bool:
         """Whether it is Stan's NUTS on the program itself (no kernel, no tuning from a warm-up)."""
         return self.build is None and not self.latent
+
+    @property
+    def is_inner(self) -> bool:
+        """Whether it can be another method's ``inner`` kernel (it has a ``move``)."""
+        return self.move is not None
 
     @property
     def approximations(self) -> bool:
@@ -367,6 +384,7 @@ METHODS: dict[str, MethodSpec] = {
             "PT ({inner})",
             _parallel_tempering,
             _ladder_space,
+            tempering="swaps",
             studies=("pde", "tempering"),
         ),
         MethodSpec(
@@ -374,6 +392,7 @@ METHODS: dict[str, MethodSpec] = {
             "TT ({inner})",
             _tempered_transitions,
             _ladder_space,
+            tempering="transitions",
             studies=("pde", "tempering"),
         ),
         MethodSpec(
@@ -381,6 +400,7 @@ METHODS: dict[str, MethodSpec] = {
             "SPT ({inner})",
             _parallel_tempering,
             _ladder_space,
+            tempering="swaps",
             studies=("tempering",),
         ),
         MethodSpec(
@@ -388,6 +408,7 @@ METHODS: dict[str, MethodSpec] = {
             "STT ({inner})",
             _tempered_transitions,
             _ladder_space,
+            tempering="transitions",
             studies=("tempering",),
         ),
         MethodSpec(
@@ -396,6 +417,7 @@ METHODS: dict[str, MethodSpec] = {
             _discretizing_chain,
             _dc_space,
             INNER_PCN_STEP,
+            acceptance_key="move_acceptance",
             studies=("pde", "approximation"),
         ),
         MethodSpec(
@@ -404,6 +426,7 @@ METHODS: dict[str, MethodSpec] = {
             _tempered_approximations,
             _tt_approx_space,
             INNER_PCN_STEP,
+            acceptance_key="tt_acceptance",
             studies=("pde", "approximation"),
         ),
         MethodSpec(
