@@ -26,7 +26,7 @@ from typing import Any
 from stanaccel.diagnostics.files import jsonable
 from stanaccel.sampling.config import ConfigError, check_setting, keys
 from stanaccel.sampling.engine import sample
-from stanaccel.sampling.methods import METHODS
+from stanaccel.sampling.methods import METHODS, method_spec
 from stanaccel.sampling.result import SampleResult, write_result
 from stanaccel.sampling.tune import OBJECTIVES
 from stanaccel.workflow.context import RunContext, program_file
@@ -174,7 +174,7 @@ def sample_step(step: dict[str, Any], context: RunContext, seed: int) -> dict[st
     )
     print_warnings(metrics)
     out = {"result": result, "metrics": metrics}
-    if result.method == "nuts":
+    if method_spec(result.method).stan_nuts:
         out["fit"] = result.run  # a later step's warmup_from
     return out
 

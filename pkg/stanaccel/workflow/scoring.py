@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 
 from stanaccel.diagnostics import convergence_metrics, reference_z_scores, to_inference_data
+from stanaccel.sampling.methods import method_spec
 from stanaccel.sampling.result import SampleResult, method_label
 from stanaccel.sampling.warmup import warmup_share
 from stanaccel.stan.nuts import NutsFit
@@ -125,10 +126,12 @@ def score_row(
 def approximation_acceptance(result: SampleResult) -> float | None:
     """The acceptance that matters for a method over approximations: DC's mark moves, TT's trajectories.
 
-    None for other methods (their ``acceptance`` is their steps').
+    The mean over chains of the summary statistic its record names (``acceptance_key`` of
+    :class:`~stanaccel.sampling.methods.MethodSpec`); None for other methods (their
+    ``acceptance`` is their steps').
     """
     summaries = [s for s in result.reports.get("summaries", []) if s]
-    key = {"dc": "move_acceptance", "tt-approx": "tt_acceptance"}.get(result.method)
+    key = method_spec(result.method).acceptance_key
     return float(np.mean([s[key] for s in summaries])) if key and summaries else None
 
 

@@ -53,7 +53,7 @@ from stanaccel.approx import KeepConstants
 from stanaccel.datasets import generate
 from stanaccel.programs import program_path
 from stanaccel.sampling.config import Approximation, keys, make_config
-from stanaccel.sampling.methods import methods_in
+from stanaccel.sampling.methods import method_spec, methods_in
 from stanaccel.sampling.program import approximation, describe_approximation, prepare_data
 from stanaccel.sampling.run import SEEDS
 from stanaccel.sampling.tasks import SamplerTask, run_samplers
@@ -135,9 +135,9 @@ def describe(config) -> tuple[str, str]:
     """(sampler label, settings) for the table."""
     method, inner = config.method, getattr(config, "inner", "mh").upper()
     steps = f"k={getattr(config, 'inner_steps', 1)}"
-    if method in ("mh", "hmc"):
+    if method_spec(method).is_inner:
         return f"{method.upper()} on pi", steps
-    if method == "dc":
+    if "approx" in config.needs:  # the discretizing chain: one approximation
         settings = f"{config.approx.label}, r={config.moves}, s={config.jump}"
         return f"DC ({inner})", settings + (f", {steps}" if config.inner_steps != 1 else "")
     levels = " > ".join(a.label for a in config.ladder)
@@ -228,14 +228,12 @@ def _row(result, name: str, settings: str, nuts: dict, reference, limit: float) 
     cache = ""
     moves = approximation_acceptance(result)
     row["acceptance"] = row["acceptance"] if moves is None else moves
-    if result.method == "dc":
+    if "approx" in result.config.needs:  # the discretizing chain caches pi at its marks
         hits = sum(s["cache_hits"] for s in summaries)
         cache = hits / max(hits + sum(s["exact_evaluations"] for s in summaries), 1)
+    config = result.config
     labels = [
-        a.label
-        for a in (
-            [result.config.approx] if result.method == "dc" else getattr(result.config, "ladder", None) or []
-        )
+        a.label for a in [getattr(config, "approx", None), *(getattr(config, "ladder", None) or [])] if a
     ]
     row.update(
         {

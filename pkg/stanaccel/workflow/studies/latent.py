@@ -57,7 +57,7 @@ from stanaccel.extras import require_latent
 from stanaccel.latent import Autoencoder, decoder_data
 from stanaccel.programs import program_path
 from stanaccel.sampling.config import keys, make_config
-from stanaccel.sampling.methods import methods_in
+from stanaccel.sampling.methods import method_spec, methods_in
 from stanaccel.sampling.program import prepare_data
 from stanaccel.sampling.result import method_label
 from stanaccel.sampling.tasks import SamplerTask, run_samplers
@@ -107,8 +107,10 @@ STUDY_OWNED = {
 
 def _sampler_schema(table: dict[str, Any]) -> dict[str, Any]:
     method = table.get("method", "ae-hmc")
-    owned = STUDY_OWNED | ({"warmup"} if method != "latent-nuts" else set())  # warmup: the latent NUTS run's
-    own = [k for k in keys(method if method in METHODS else "ae-hmc") if k not in owned]
+    spec = method_spec(method if method in METHODS else "ae-hmc")
+    # warmup: the study's pilot's, but the sampler's own where Stan's NUTS samples (on the latent program)
+    owned = STUDY_OWNED | ({"warmup"} if spec.build is not None else set())
+    own = [k for k in keys(spec.name) if k not in owned]
     return {
         "method": one_of(*METHODS),
         "route": one_of("chain-rule", "stan"),
@@ -198,9 +200,9 @@ def latent_study_step(step: dict[str, Any], context, seed: int) -> dict[str, Any
     for k, spec in enumerate(step.get("samplers", [])):
         settings = {key: value for key, value in spec.items() if key not in ("method", "route")}
         settings.update(chains=chains, draws=draws)
-        if spec["method"] in ("ae-pcn",):
+        if "prior_sd" in keys(spec["method"]):  # a pCN reference: the model's Gaussian prior
             settings["prior_sd"] = float(data["prior_scale"])
-        if spec.get("route") == "stan" or spec["method"] == "latent-nuts":
+        if spec.get("route") == "stan" or "latent_program" in method_spec(spec["method"]).needs:
             settings["latent_program"] = str(latent_program)
         config = make_config(spec["method"], settings, f"step {step['name']!r}: samplers[{k}]")
         name, description = describe(config)
@@ -262,13 +264,13 @@ def _row(result, name: str, settings: str, nuts: dict, reference, X_test, y_test
 
 def describe(config) -> tuple[str, str]:
     """(sampler name, settings) for the table."""
-    method = config.method
-    if method == "hmc":
-        return "HMC (full space)", f"L={config.n_steps}, NUTS pilot's step and metric"
-    if method == "latent-nuts":
+    spec = method_spec(config.method)
+    if not spec.latent:  # the full-space move alone
+        return f"{method_label(config)} (full space)", f"L={config.n_steps}, NUTS pilot's step and metric"
+    if "latent_program" in spec.needs:  # Stan's NUTS on the latent program
         return method_label(config), "latent Stan program, draws decoded"
     extra = f", + full-space HMC L={config.complement_steps}" if config.exact else ""
-    if method == "ae-hmc":
+    if hasattr(config, "latent_n_steps"):  # HMC in the latent space
         route = "" if config.latent_program is None else ", latent Stan program"
         momentum = ", p_h = E p_v (paper's literal momentum)" if config.encoded_momentum else ""
         return method_label(config), f"L={config.latent_n_steps}{route}{momentum}{extra}"

@@ -57,6 +57,10 @@ from stanaccel.workflow.tables import write_table
 from stanaccel.workflow.validation import INTEGER, ListOf, Table, one_of
 
 METHODS = methods_in("pde")
+BASELINE = "pcn"
+"""The method whose first row ``vs_pcn`` divides by (the paper's baseline)."""
+REFERENCE = "h-pcn"
+"""The ``reference`` sampler's method unless its table sets one (exact; it proposes about the Laplace fit)."""
 COLUMNS = [
     "sampler",
     "settings",
@@ -78,8 +82,8 @@ SURROGATE_COLUMNS = ["approximation", "relative_cost", "log_ratio_sd", "log_rati
 
 
 def _sampler_schema(table: dict[str, Any]) -> dict[str, Any]:
-    method = table.get("method", "pcn")
-    setting = Setting(method) if method in METHODS else Setting("pcn")
+    method = table.get("method", BASELINE)
+    setting = Setting(method) if method in METHODS else Setting(BASELINE)
     own = {k: setting for k in keys(method)} if method in METHODS else {}
     return {"method": one_of(*METHODS), **own}
 
@@ -137,7 +141,7 @@ def pde_study_step(step: dict[str, Any], context, seed: int) -> dict[str, Any]:
         return config
 
     configs = [config_of(s) for s in step.get("samplers", [])]
-    reference_config = config_of({"method": "h-pcn", "draws": 4 * draws, **step.get("reference", {})})
+    reference_config = config_of({"method": REFERENCE, "draws": 4 * draws, **step.get("reference", {})})
     print(f"  {posterior!r}, noise sd {posterior.noise_sd:.3g}", flush=True)
     tuning = target.warm_up(chains, int(step.get("warmup", 500)), spawn_seed(seed, 0), print)
 
@@ -165,7 +169,7 @@ def pde_study_step(step: dict[str, Any], context, seed: int) -> dict[str, Any]:
     rows = [_row(reference_run, None, reference, limit, "reference: ")]
     for result in results:
         rows.append(_row(result, None, reference, limit))
-    baseline = next((r for r in rows[1:] if r["method"] == "pcn"), None)
+    baseline = next((r for r in rows[1:] if r["method"] == BASELINE), None)
     for row in rows:
         row["vs_pcn"] = row["ess_per_second"] / baseline["ess_per_second"] if baseline else float("nan")
     table = write_table(folder, "table", rows, COLUMNS)

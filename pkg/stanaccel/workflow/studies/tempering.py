@@ -48,8 +48,8 @@ import numpy as np
 from stanaccel.datasets import GENERATORS, generate
 from stanaccel.diagnostics.metrics import rhat_trace
 from stanaccel.programs import program_path
-from stanaccel.sampling.config import keys, make_config
-from stanaccel.sampling.methods import methods_in
+from stanaccel.sampling.config import INNER_KERNELS, keys, make_config
+from stanaccel.sampling.methods import method_spec, methods_in
 from stanaccel.sampling.program import prepare_data
 from stanaccel.sampling.result import method_label
 from stanaccel.sampling.tasks import SamplerTask, run_samplers
@@ -63,6 +63,10 @@ from stanaccel.workflow.tables import write_table
 from stanaccel.workflow.validation import BOOLEAN, INTEGER, STRING, ListOf, Table, generator_options, one_of
 
 METHODS = methods_in("tempering")
+TEMPERED = tuple(m for m in METHODS if method_spec(m).tempering)
+"""The default ``samplers``: every tempered method of the study (not the inner kernels alone)."""
+DEFAULT_INNER = ("hmc",)
+"""The default ``inner`` kernels."""
 SETTINGS = ("levels", "beta_min", "betas", "scale", "step_size", "n_steps", "n_steps_jitter", "inner_steps",
             "swap", "temperature_scaling", "precondition")  # fmt: skip
 
@@ -76,7 +80,7 @@ def _schema(step: dict[str, Any]) -> dict[str, Any]:
         "generator": one_of(*GENERATORS),
         "sizes": ListOf(Table(generator_options(generator))),
         "samplers": ListOf(one_of(*METHODS)),
-        "inner": ListOf(one_of("mh", "hmc")),
+        "inner": ListOf(one_of(*INNER_KERNELS)),
         "chains": INTEGER,
         "draws": INTEGER,
         "nuts": BOOLEAN,
@@ -93,12 +97,12 @@ SCHEMA = Table(_schema)
 def sampler_configs(step: dict[str, Any], source: str = "tempering_study"):
     """The configuration of every (method, inner) pair the step asks for."""
     configs = []
-    for inner in step.get("inner", ["hmc"]):
-        for method in step.get("samplers", ["pt", "tt", "spt", "stt"]):
-            if method in ("mh", "hmc") and method != inner:
-                continue
+    for inner in step.get("inner", list(DEFAULT_INNER)):
+        for method in step.get("samplers", list(TEMPERED)):
+            if method_spec(method).is_inner and method != inner:
+                continue  # an inner kernel alone: once, in its own inner's turn
             settings = {k: step[k] for k in SETTINGS if k in step and k in keys(method)}
-            if method not in ("mh", "hmc"):
+            if "inner" in keys(method):
                 settings["inner"] = inner
             settings.update(chains=int(step.get("chains", 4)), draws=int(step.get("draws", 500)))
             configs.append(make_config(method, settings, source))
@@ -156,16 +160,16 @@ def tempering_study_step(step: dict[str, Any], context, seed: int) -> dict[str, 
         for task in tasks:
             config, result = task.config, next(results)
             row = score_row(result, nuts)
-            inner = config.method if config.method in ("mh", "hmc") else config.inner
+            inner = getattr(config, "inner", config.method)  # an inner kernel alone is its own
             per_iteration = float(np.mean(result.run.chain_seconds)) / config.draws
             row = _tempering_row(row, label, config.method, inner, result.run.wall_seconds, per_iteration,
                                  tuning.seconds, result)  # fmt: skip
-            if config.method in ("mh", "hmc"):
+            if method_spec(config.method).is_inner:
                 base_seconds[config.method] = row["seconds_per_iteration"]
             rows.append(row)
             traces += _trace(result, label, row["sampler"])
         for row in rows:
-            if row["size"] == label and row["inner"] in base_seconds and row["method"] != "nuts":
+            if row["size"] == label and row["inner"] in base_seconds:  # NUTS's row has no inner
                 row["cost_vs_inner"] = row["seconds_per_iteration"] / base_seconds[row["inner"]]
     _write_tables(folder, rows, traces)
     return {"rows": rows, "rhat_trace": traces}
@@ -182,6 +186,7 @@ def _tempering_row(
     result=None,
 ) -> dict:
     """A scored row with the tempering columns: per-iteration time, swaps, round trips, TT acceptance."""
+    spec = method_spec(method)
     summaries = [s for s in result.reports["summaries"] if s] if result is not None else []
     swaps = [s["swap_acceptance"] for s in summaries if "swap_acceptance" in s]
     swap = np.mean(swaps, axis=0) if swaps else []
@@ -192,14 +197,14 @@ def _tempering_row(
         **score,
         "wall_seconds": wall,
         "seconds_per_iteration": per_iteration,
-        "cost_vs_inner": 1.0 if method in ("mh", "hmc") else float("nan"),
+        "cost_vs_inner": 1.0 if spec.is_inner else float("nan"),
         "warmup_seconds": warmup,
         "swap_acceptance": " ".join(f"{a:.2f}" for a in np.atleast_1d(swap)) if np.size(swap) > 1 else "",
         "round_trips": int(sum(s.get("round_trips", 0) for s in summaries))
-        if method in ("pt", "spt")
+        if spec.tempering == "swaps"
         else "",
         "tt_acceptance": float(np.mean([s["tt_acceptance"] for s in summaries]))
-        if method in ("tt", "stt")
+        if spec.tempering == "transitions"
         else "",
         "evaluations_per_density": " ".join(
             str(n) for n in np.sum([s["evaluations_per_density"] for s in summaries], axis=0).astype(int)
