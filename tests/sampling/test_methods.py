@@ -13,6 +13,14 @@ from tests.sampling.programs import REGRESSION, regression_data
 from tests.sampling.test_sample import SHORT, check_exact
 
 README = Path(__file__).parents[2] / "README.md"
+PACKAGE = Path(__file__).parents[2] / "pkg" / "stanaccel"
+NAME = "|".join(map(re.escape, METHODS))
+COMPARISON = re.compile(
+    rf"""[=!]=\s*["'](?:{NAME})["']"""  # method == "dc", != "dc"
+    rf"""|["'](?:{NAME})["']\s*[=!]="""  # "dc" == method
+    rf"""|\bin\s*[(\[{{][^)\]}}]*["'](?:{NAME})["']"""  # in ("mh", "hmc"), not in [...], in {...}
+)
+"""A comparison with a method's name: code that branches on which method it is."""
 
 
 def readme_methods_table() -> list[tuple[list[str], str]]:
@@ -93,10 +101,39 @@ def test_mala_keeps_the_users_step_size(regression):
     assert "tuning" not in result.charged_seconds
 
 
+def test_no_code_outside_the_table_of_methods_branches_on_method_names():
+    assert COMPARISON.search('if method == "dc":') and COMPARISON.search('if r["method"] != "nuts"')
+    assert COMPARISON.search('x not in ("mh", "hmc")') and COMPARISON.search("m in {'tt-approx'}")
+    assert not COMPARISON.search('method: ClassVar[str] = "dc"') and not COMPARISON.search('k in ("method",)')
+    found = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        if path == PACKAGE / "sampling" / "methods.py":
+            continue
+        text = path.read_text()
+        for match in COMPARISON.finditer(text):
+            line = text.count("\n", 0, match.start()) + 1
+            found.append(f"{path.relative_to(PACKAGE)}:{line}: {match.group(0)}")
+    assert not found, "read a field of MethodSpec (sampling/methods.py) instead:\n" + "\n".join(found)
+
+
+def test_the_tempering_families_and_acceptances_of_interest():
+    assert {m: s.tempering for m, s in METHODS.items() if s.tempering} == {
+        "pt": "swaps",
+        "tt": "transitions",
+        "spt": "swaps",
+        "stt": "transitions",
+    }
+    assert {m: s.acceptance_key for m, s in METHODS.items() if s.acceptance_key} == {
+        "dc": "move_acceptance",
+        "tt-approx": "tt_acceptance",
+    }
+    assert [m for m, s in METHODS.items() if s.is_inner] == ["mh", "hmc", "pcn", "h-pcn"]
+
+
 def test_every_inner_kernel_choice_is_a_method_with_a_move():
     from dataclasses import fields
 
     for name, spec in METHODS.items():
         inner = next((f for f in fields(spec.config) if f.name == "inner"), None)
         if inner is not None:
-            assert all(METHODS[choice].move for choice in inner.metadata["choices"]), name
+            assert all(METHODS[choice].is_inner for choice in inner.metadata["choices"]), name
