@@ -19,8 +19,11 @@ Three conventions (the README shows a complete program for each):
 
 from __future__ import annotations
 
+import hashlib
+import time
 import warnings
 import zlib
+from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -28,12 +31,21 @@ from typing import Any
 import numpy as np
 
 from stanaccel.approx import ApproximationPair, KeepConstants, low_rank
+from stanaccel.approx.mode import Mode, find_mode
+from stanaccel.approx.taylor import (
+    Quadratic,
+    check_laplace,
+    control_variate_quadratic,
+    control_variates,
+    laplace,
+)
 from stanaccel.kernels.ladder import geometric_betas
 from stanaccel.observations import BUNDLED, EXAMPLE, Observations, guess
 from stanaccel.sampling.config import Approximation, ConfigError, SamplerConfig
 from stanaccel.seeds import spawn_seed
 from stanaccel.stan import StanModel, compile_program, read_data
 from stanaccel.stan.compiler import program_info, read_program
+from stanaccel.stan.data import data_to_json
 from stanaccel.stan.errors import StanError
 
 BETA_CHANGE = """\
@@ -54,6 +66,13 @@ SPREAD_LIMIT = 2.0
 """The sd of log pi - log pi* above which :func:`describe_approximation` warns. Two independent
 draws then differ in log ratio by about N(0, 2 sd^2), and a mark move of the discretizing chain
 is accepted with probability about 2 Phi(-sd / sqrt 2): 0.16 at sd = 2, 0.03 at sd = 3."""
+
+
+SUBSET_KINDS = ("subset", "control-variate")
+"""Approximations on a random subset of the observations (``m`` of them, the program's ``beta`` scaled)."""
+
+AUTOMATIC_KINDS = ("control-variate", "laplace")
+"""Approximations built about the posterior mode, once per run (their set-up time charged)."""
 
 
 class ProgramConventionError(ValueError):
@@ -114,8 +133,11 @@ def prepare_data(program, data: Any) -> dict[str, Any]:
     return data
 
 
-def check_temperable(program, method: str) -> None:
-    """Raise :class:`ProgramConventionError`, showing the change to make, if there is no ``beta``."""
+def check_temperable(program, method: str, why: str | None = None) -> None:
+    """Raise :class:`ProgramConventionError`, showing the change to make, if there is no ``beta``.
+
+    ``why`` says what needs it (default: ``method`` tempers by powers of the likelihood).
+    """
     program = Program.of(program)
     if has_beta(program):
         return
@@ -126,9 +148,8 @@ def check_temperable(program, method: str) -> None:
         if declared
         else "it has no data variable beta"
     )
-    raise ProgramConventionError(
-        f"method {method!r} tempers {program.name} by powers of its likelihood, but {problem}. {BETA_CHANGE}"
-    )
+    why = why or f"method {method!r} tempers {program.name} by powers of its likelihood"
+    raise ProgramConventionError(f"{why}, but {problem}. {BETA_CHANGE}")
 
 
 def check_beta_used(model: StanModel, data: dict[str, Any], point: np.ndarray) -> None:
@@ -173,19 +194,27 @@ def check_program(config: SamplerConfig, program, data: dict[str, Any]) -> None:
     for key in ("approx", "ladder", "latent_program"):
         if key in needs and getattr(config, key) is None:
             raise ConfigError(f"method {config.method!r} needs the setting {key!r}")
-    if "beta" in needs or any(a.kind == "subset" and a.scale for a in approximations):
+    if "beta" in needs:
         check_temperable(program, config.method)
-    if "observations" in needs or any(a.kind == "subset" for a in approximations):
+    for a in approximations:
+        if a.kind in SUBSET_KINDS and a.scale:
+            why = (
+                f"approximation {a.label} scales a subset's likelihood by N/m through the data variable "
+                f"beta of {program.name}"
+            )
+            check_temperable(program, config.method, why)
+    if "observations" in needs or any(a.kind in SUBSET_KINDS for a in approximations):
         observations = observations_for(config, program, data)
         n = observations.check(data)
         for a in approximations:
-            if a.kind == "subset":
+            if a.kind in SUBSET_KINDS:
                 check_subset_size(a, n, observations)
     for a in approximations:
         if a.kind in ("coarse", "linearized"):
             raise ConfigError(
                 f"approximation kind {a.kind!r} is a surrogate of the PDE posterior (stanaccel.pde), not of "
-                f"{program.name}; use kind 'subset' or a program of your own (program = \"approx.stan\")"
+                f"{program.name}; use kind 'control-variate', 'laplace', 'subset' or a program of your own "
+                '(program = "approx.stan")'
             )
         if a.kind in ("fitc", "sor") and program.name != "gp_ard":
             raise ConfigError(
@@ -253,7 +282,7 @@ def check_instance(
     approximations = [
         a for a in [getattr(config, "approx", None), *(getattr(config, "ladder", None) or [])] if a
     ]
-    subsets = [a for a in approximations if a.kind == "subset"]
+    subsets = [a for a in approximations if a.kind in SUBSET_KINDS]
     if not subsets and "observations" not in config.needs:
         return
     observations = observations_for(config, program, data)
@@ -353,31 +382,33 @@ def check_finite_data(model: StanModel, data: dict[str, Any], label: str = "the 
 
 def approximation(
     spec: Approximation, model: StanModel, data: dict[str, Any], config: SamplerConfig, seed: int
-) -> KeepConstants:
-    """A chain's own Stan instance of the approximation ``spec``, keeping constants (see KeepConstants).
+):
+    """A chain's own log density of the approximation ``spec``, keeping constants (see KeepConstants).
 
     Its random choices (a subset, inducing inputs) come from a seed spawned
     from ``seed`` and the specification itself, so the same specification
-    gives the same approximation in every sampler and chain of a run.
+    gives the same approximation in every sampler and chain of a run. The
+    automatic kinds (:data:`AUTOMATIC_KINDS`) are built about the mode once
+    per program, data, specification and seed (:func:`automatic_setup`) and
+    then cost only a chain's own Stan instance of the subset.
 
     Raises
     ------
     ProgramConventionError
         A program approximation whose parameters differ from the posterior's in names or shapes.
     """
-    seed = spawn_seed(seed, zlib.crc32(spec.label.encode()))
     if hasattr(model, "approximation"):  # a Python target (the PDE posterior) builds its own surrogates
-        return model.approximation(spec, seed)
+        return model.approximation(spec, spawn_seed(seed, zlib.crc32(spec.label.encode())))
+    if spec.kind == "laplace":
+        return laplace(automatic_setup(spec, model, data, config, seed).mode)
+    if spec.kind == "control-variate":
+        setup = automatic_setup(spec, model, data, config, seed)
+        subset = KeepConstants(model.with_data(_subset_data(spec, model, data, config, seed)))
+        return control_variates(subset, setup.quadratic)
     if spec.kind == "subset":
-        observations = observations_for(config, model, data)
-        n = observations.check(data)
-        check_subset_size(spec, n, observations)
-        indices = np.sort(np.random.default_rng(seed).choice(n, size=spec.m, replace=False))
-        subset = observations.take(data, indices)
-        if spec.scale:
-            subset["beta"] = float(data.get("beta", 1.0)) * n / spec.m
-        return KeepConstants(model.with_data(subset))
+        return KeepConstants(model.with_data(_subset_data(spec, model, data, config, seed)))
     if spec.kind in ("fitc", "sor"):
+        seed = spawn_seed(seed, zlib.crc32(spec.label.encode()))
         return KeepConstants(low_rank(data, spec.m, kind=spec.kind, seed=seed, method=spec.inducing))
     other_data = data if spec.data is None else prepare_data(Program.of(spec.program), spec.data)
     other = StanModel(compile_program(Path(spec.program)), other_data)
@@ -387,6 +418,126 @@ def approximation(
             f"but {Program.of(model).name} has {model.param_unc_names()} (sizes set by different data?)"
         )
     return KeepConstants(other)
+
+
+def _subset_data(spec: Approximation, model, data: dict[str, Any], config, seed: int) -> dict[str, Any]:
+    """The data of a subset approximation: m observations drawn without replacement, ``beta`` scaled.
+
+    The subset is fixed by a seed spawned from ``seed`` and the
+    specification's label: the same in every chain and sampler of a run.
+    """
+    seed = spawn_seed(seed, zlib.crc32(spec.label.encode()))
+    observations = observations_for(config, model, data)
+    n = observations.check(data)
+    check_subset_size(spec, n, observations)
+    indices = np.sort(np.random.default_rng(seed).choice(n, size=spec.m, replace=False))
+    subset = observations.take(data, indices)
+    if spec.scale:
+        subset["beta"] = float(data.get("beta", 1.0)) * n / spec.m
+    return subset
+
+
+@dataclass
+class AutomaticSetup:
+    """What an automatic approximation computes once: the mode, and the control variates' quadratic.
+
+    Attributes
+    ----------
+    seconds : float
+        The time it took (the mode's search, its Hessian and the Taylor
+        coefficients), charged to every run that uses it.
+    mode : Mode
+        The posterior mode and the Hessian there (:func:`stanaccel.approx.mode.find_mode`).
+    quadratic : Quadratic or None
+        kind "control-variate": the Taylor expansion of log pi - log subset about the mode.
+    """
+
+    seconds: float
+    mode: Mode
+    quadratic: Quadratic | None = None
+
+
+SETUPS_KEPT = 16
+_SETUPS: OrderedDict[tuple, AutomaticSetup] = OrderedDict()
+"""Set-ups built in this process, by program, data, specification and seed (the latest kept)."""
+
+
+def automatic_setup(
+    spec: Approximation,
+    model: StanModel,
+    data: dict[str, Any],
+    config: SamplerConfig,
+    seed: int,
+    say=None,
+) -> AutomaticSetup:
+    """The mode (and a control-variate approximation's quadratic) of ``spec``, built once per process.
+
+    :func:`~stanaccel.sampling.engine.sample` builds it before the warm-up,
+    so that a Laplace approximation at a singular Hessian is refused before
+    anything else runs; every chain's :func:`approximation` then reuses it.
+    A process that has not built it (an executor's worker) builds it again,
+    to the same numbers: the search is deterministic.
+
+    Raises
+    ------
+    ConfigError
+        kind "laplace" where the Hessian at the mode is singular or indefinite.
+    """
+    say = say or (lambda line: None)
+    digest = hashlib.sha1(data_to_json(data).encode()).hexdigest()
+    key = (str(getattr(model.program, "library", model.name)), digest, spec.label)
+    key += (seed,) if spec.kind in SUBSET_KINDS else ()
+    if key in _SETUPS:
+        _SETUPS.move_to_end(key)
+        return _SETUPS[key]
+    start = time.perf_counter()
+    exact = KeepConstants(model.with_data(data))
+    mode = find_mode(exact)
+    problem = check_laplace(mode) if spec.kind == "laplace" else None
+    if problem is not None:
+        raise ConfigError(f"approximation {spec.label} of {Program.of(model).name}: {problem}")
+    quadratic = None
+    if spec.kind == "control-variate":
+        subset = KeepConstants(model.with_data(_subset_data(spec, model, data, config, seed)))
+        quadratic = control_variate_quadratic(exact, subset, mode)
+    setup = AutomaticSetup(time.perf_counter() - start, mode, quadratic)
+    say(
+        f"approximation {spec.label}: mode by L-BFGS in {mode.iterations} iterations and Hessian by central "
+        f"differences ({mode.evaluations} gradients of pi), {setup.seconds:.2g} s (charged)"
+    )
+    if not mode.converged:
+        warnings.warn(
+            f"approximation {spec.label}: the search for the mode did not converge ({mode.message}; Newton "
+            f"decrement {mode.newton_decrement:.2g}), so it is built about the best point found",
+            ApproximationWarning,
+            stacklevel=2,
+        )
+    _SETUPS[key] = setup
+    while len(_SETUPS) > SETUPS_KEPT:
+        _SETUPS.popitem(last=False)
+    return setup
+
+
+def prepare_approximations(
+    config: SamplerConfig, model, data: dict[str, Any], seed: int, say=None
+) -> dict[str, float]:
+    """Build what ``config``'s approximations compute once; the seconds each took, by label.
+
+    For a Stan program, the automatic approximations' mode and Taylor
+    coefficients (:func:`automatic_setup`); for a Python target, its
+    surrogates (their ``approximation_seconds``). Cached: a second call costs
+    nothing and reports the same seconds, which every run that uses them is charged.
+    """
+    specs = [a for a in [getattr(config, "approx", None), *(getattr(config, "ladder", None) or [])] if a]
+    if hasattr(model, "approximation"):
+        for spec in specs:
+            approximation(spec, model, data, config, seed)
+        return {a.label: model.approximation_seconds.get(a.label, 0.0) for a in specs}
+    return {
+        a.label: automatic_setup(a, model, data, config, seed, say).seconds
+        for a in specs
+        if a.kind in AUTOMATIC_KINDS
+    }
 
 
 def check_same_parameters(program: Program, other: Program, label: str) -> None:
