@@ -102,7 +102,10 @@ def test_dc_over_control_variates_agrees_with_nuts_and_charges_its_setup(files):
     assert report["approximation"] == "control-variate m=100" and report["log_ratio_sd"] < 0.2
     assert report["relative_cost"] < 1
     assert result.charged_seconds["approximations"] > 0
-    assert any(line.startswith("approximation control-variate m=100: mode by L-BFGS") for line in lines)
+    assert any(line.startswith("posterior mode by L-BFGS") for line in lines)
+    assert any(
+        line.startswith("approximation control-variate m=100: Taylor control variates") for line in lines
+    )
     limit = norm.ppf(1 - 1e-3 / (2 * 2 * 6))  # Bonferroni over 6 means and 6 sds
     z = reference_z_scores(result.to_inference_data(), nuts.to_inference_data())
     assert np.all(np.abs(z) < limit), z
@@ -111,3 +114,11 @@ def test_dc_over_control_variates_agrees_with_nuts_and_charges_its_setup(files):
     with pytest.warns(ApproximationWarning, match="subset m=100: log pi - log pi. has sd"):
         sample(program, data, "dc", {**settings, "draws": 10, "approx": {"kind": "subset", "m": 100}},
                seed=7, progress=False)  # fmt: skip
+
+
+def test_control_variates_on_a_program_whose_beta_is_bounded_by_one_are_refused_before_the_warmup(mvn_data):
+    # mvn_mean declares real<lower=0, upper=1> beta; 5 of 20 observations scaled by N/m set beta = 4
+    lines = []
+    with pytest.raises(ProgramConventionError, match=r"control-variate m=5 .* sets beta = 4") as error:
+        sample("mvn_mean", mvn_data, "dc", {"approx": {"kind": "control-variate", "m": 5}}, log=lines.append)
+    assert "scale = false" not in str(error.value) and lines == []

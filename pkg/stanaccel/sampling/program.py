@@ -316,7 +316,8 @@ def check_instance(
             raise ProgramConventionError(
                 f"approximation {spec.label} multiplies the subset's likelihood by N/m, so it sets beta = "
                 f"{beta:g}, which {program.name} refuses: {error}. Declare beta without an upper bound "
-                "(real<lower=0> beta;), or set scale = false in the approximation"
+                "(real<lower=0> beta;)"
+                + (", or set scale = false in the approximation" if spec.kind == "subset" else "")
             ) from None
 
 
@@ -443,23 +444,64 @@ class AutomaticSetup:
 
     Attributes
     ----------
-    seconds : float
-        The time it took (the mode's search, its Hessian and the Taylor
-        coefficients), charged to every run that uses it.
     mode : Mode
-        The posterior mode and the Hessian there (:func:`stanaccel.approx.mode.find_mode`).
+        The posterior mode and the Hessian there (:func:`posterior_mode`).
+    mode_seconds : float
+        The time the mode and its Hessian took (shared by every automatic
+        approximation of one posterior, and charged once).
     quadratic : Quadratic or None
         kind "control-variate": the Taylor expansion of log pi - log subset about the mode.
+    seconds : float
+        The time the quadratic took (the subset's Hessian and the Taylor coefficients).
     """
 
-    seconds: float
     mode: Mode
+    mode_seconds: float
     quadratic: Quadratic | None = None
+    seconds: float = 0.0
 
 
-SETUPS_KEPT = 16
+KEPT = 16
+"""How many modes and set-ups a process keeps (the latest)."""
+_MODES: OrderedDict[tuple, tuple[Mode, float]] = OrderedDict()
 _SETUPS: OrderedDict[tuple, AutomaticSetup] = OrderedDict()
-"""Set-ups built in this process, by program, data, specification and seed (the latest kept)."""
+
+
+def _remember(cache: OrderedDict, key: tuple, value):
+    cache[key] = value
+    while len(cache) > KEPT:
+        cache.popitem(last=False)
+    return value
+
+
+def posterior_mode(model: StanModel, data: dict[str, Any], say=None) -> tuple[Mode, float]:
+    """The mode of the posterior of ``model`` on ``data`` and its Hessian, and the seconds they took.
+
+    Found once per process for a program and data
+    (:func:`stanaccel.approx.find_mode`, from the origin of the
+    unconstrained space) and shared by every automatic approximation of that posterior.
+    """
+    say = say or (lambda line: None)
+    digest = hashlib.sha1(data_to_json(data).encode()).hexdigest()
+    key = (str(getattr(model.program, "library", model.name)), digest)
+    if key in _MODES:
+        _MODES.move_to_end(key)
+        return _MODES[key]
+    start = time.perf_counter()
+    mode = find_mode(KeepConstants(model.with_data(data)))
+    seconds = time.perf_counter() - start
+    say(
+        f"posterior mode by L-BFGS in {mode.iterations} iterations, Hessian by central differences "
+        f"({mode.evaluations} gradients of pi in all): {seconds:.2g} s (charged)"
+    )
+    if not mode.converged:
+        warnings.warn(
+            f"the search for the posterior mode did not converge ({mode.message}; Newton decrement "
+            f"{mode.newton_decrement:.2g}), so the approximations are built about the best point found",
+            ApproximationWarning,
+            stacklevel=2,
+        )
+    return _remember(_MODES, key, (mode, seconds))
 
 
 def automatic_setup(
@@ -484,38 +526,24 @@ def automatic_setup(
         kind "laplace" where the Hessian at the mode is singular or indefinite.
     """
     say = say or (lambda line: None)
+    mode, mode_seconds = posterior_mode(model, data, say)
+    if spec.kind == "laplace":
+        problem = check_laplace(mode)
+        if problem is not None:
+            raise ConfigError(f"approximation {spec.label} of {Program.of(model).name}: {problem}")
+        return AutomaticSetup(mode, mode_seconds)
     digest = hashlib.sha1(data_to_json(data).encode()).hexdigest()
-    key = (str(getattr(model.program, "library", model.name)), digest, spec.label)
-    key += (seed,) if spec.kind in SUBSET_KINDS else ()
+    key = (str(getattr(model.program, "library", model.name)), digest, spec.label, seed)
     if key in _SETUPS:
         _SETUPS.move_to_end(key)
         return _SETUPS[key]
     start = time.perf_counter()
     exact = KeepConstants(model.with_data(data))
-    mode = find_mode(exact)
-    problem = check_laplace(mode) if spec.kind == "laplace" else None
-    if problem is not None:
-        raise ConfigError(f"approximation {spec.label} of {Program.of(model).name}: {problem}")
-    quadratic = None
-    if spec.kind == "control-variate":
-        subset = KeepConstants(model.with_data(_subset_data(spec, model, data, config, seed)))
-        quadratic = control_variate_quadratic(exact, subset, mode)
-    setup = AutomaticSetup(time.perf_counter() - start, mode, quadratic)
-    say(
-        f"approximation {spec.label}: mode by L-BFGS in {mode.iterations} iterations and Hessian by central "
-        f"differences ({mode.evaluations} gradients of pi), {setup.seconds:.2g} s (charged)"
-    )
-    if not mode.converged:
-        warnings.warn(
-            f"approximation {spec.label}: the search for the mode did not converge ({mode.message}; Newton "
-            f"decrement {mode.newton_decrement:.2g}), so it is built about the best point found",
-            ApproximationWarning,
-            stacklevel=2,
-        )
-    _SETUPS[key] = setup
-    while len(_SETUPS) > SETUPS_KEPT:
-        _SETUPS.popitem(last=False)
-    return setup
+    subset = KeepConstants(model.with_data(_subset_data(spec, model, data, config, seed)))
+    quadratic = control_variate_quadratic(exact, subset, mode)
+    seconds = time.perf_counter() - start
+    say(f"approximation {spec.label}: Taylor control variates about the mode, {seconds:.2g} s (charged)")
+    return _remember(_SETUPS, key, AutomaticSetup(mode, mode_seconds, quadratic, seconds))
 
 
 def prepare_approximations(
@@ -523,21 +551,25 @@ def prepare_approximations(
 ) -> dict[str, float]:
     """Build what ``config``'s approximations compute once; the seconds each took, by label.
 
-    For a Stan program, the automatic approximations' mode and Taylor
-    coefficients (:func:`automatic_setup`); for a Python target, its
-    surrogates (their ``approximation_seconds``). Cached: a second call costs
-    nothing and reports the same seconds, which every run that uses them is charged.
+    For a Stan program, the automatic approximations' mode (once, as
+    ``"mode"``) and Taylor coefficients (:func:`automatic_setup`); for a
+    Python target, its surrogates (their ``approximation_seconds``). Cached:
+    a second call costs nothing and reports the same seconds, which every
+    run that uses them is charged.
     """
     specs = [a for a in [getattr(config, "approx", None), *(getattr(config, "ladder", None) or [])] if a]
     if hasattr(model, "approximation"):
         for spec in specs:
             approximation(spec, model, data, config, seed)
         return {a.label: model.approximation_seconds.get(a.label, 0.0) for a in specs}
-    return {
-        a.label: automatic_setup(a, model, data, config, seed, say).seconds
+    setups = {
+        a.label: automatic_setup(a, model, data, config, seed, say)
         for a in specs
         if a.kind in AUTOMATIC_KINDS
     }
+    if not setups:
+        return {}
+    return {"mode": next(iter(setups.values())).mode_seconds} | {k: s.seconds for k, s in setups.items()}
 
 
 def check_same_parameters(program: Program, other: Program, label: str) -> None:
