@@ -122,3 +122,21 @@ def test_control_variates_on_a_program_whose_beta_is_bounded_by_one_are_refused_
     with pytest.raises(ProgramConventionError, match=r"control-variate m=5 .* sets beta = 4") as error:
         sample("mvn_mean", mvn_data, "dc", {"approx": {"kind": "control-variate", "m": 5}}, log=lines.append)
     assert "scale = false" not in str(error.value) and lines == []
+
+
+def test_a_ladder_of_automatic_approximations_finds_the_mode_once(files):
+    # On a Gaussian posterior both are exact: a quadratic log likelihood is its own Taylor expansion.
+    data = regression_data(n=30, seed=7)
+    settings = {
+        "warmup": 100,
+        "draws": 50,
+        "ladder": [{"kind": "control-variate", "m": 10}, {"kind": "laplace"}],
+        "observations": {"count": "N", "fields": ["x", "y"]},
+    }
+    lines = []
+    result = sample(files / "regression.stan", data, "tt-approx", settings, progress=False, log=lines.append)
+    assert sum(line.startswith("posterior mode by L-BFGS") for line in lines) == 1
+    assert result.charged_seconds["approximations"] > 0
+    reports = result.reports["approximations"]
+    assert [r["approximation"] for r in reports] == ["control-variate m=10", "laplace"]
+    assert all(r["log_ratio_sd"] < 1e-4 for r in reports)

@@ -45,7 +45,6 @@ from stanaccel.sampling.config import Approximation, ConfigError, SamplerConfig
 from stanaccel.seeds import spawn_seed
 from stanaccel.stan import StanModel, compile_program, read_data
 from stanaccel.stan.compiler import program_info, read_program
-from stanaccel.stan.data import data_to_json
 from stanaccel.stan.errors import StanError
 
 BETA_CHANGE = """\
@@ -467,6 +466,22 @@ _MODES: OrderedDict[tuple, tuple[Mode, float]] = OrderedDict()
 _SETUPS: OrderedDict[tuple, AutomaticSetup] = OrderedDict()
 
 
+def data_fingerprint(data: dict[str, Any]) -> str:
+    """A digest of the data's names, shapes and bytes (fast: no JSON), to key what is built once."""
+    digest = hashlib.sha1()
+    for name in sorted(data):
+        try:
+            array = np.asarray(data[name])
+        except ValueError:  # ragged nested lists
+            array = None
+        if array is None or array.dtype == object:
+            digest.update(f"{name}={data[name]!r};".encode())
+        else:
+            digest.update(f"{name}:{array.dtype}:{array.shape};".encode())
+            digest.update(np.ascontiguousarray(array).tobytes())
+    return digest.hexdigest()
+
+
 def _remember(cache: OrderedDict, key: tuple, value):
     cache[key] = value
     while len(cache) > KEPT:
@@ -482,8 +497,7 @@ def posterior_mode(model: StanModel, data: dict[str, Any], say=None) -> tuple[Mo
     unconstrained space) and shared by every automatic approximation of that posterior.
     """
     say = say or (lambda line: None)
-    digest = hashlib.sha1(data_to_json(data).encode()).hexdigest()
-    key = (str(getattr(model.program, "library", model.name)), digest)
+    key = (str(getattr(model.program, "library", model.name)), data_fingerprint(data))
     if key in _MODES:
         _MODES.move_to_end(key)
         return _MODES[key]
@@ -532,8 +546,7 @@ def automatic_setup(
         if problem is not None:
             raise ConfigError(f"approximation {spec.label} of {Program.of(model).name}: {problem}")
         return AutomaticSetup(mode, mode_seconds)
-    digest = hashlib.sha1(data_to_json(data).encode()).hexdigest()
-    key = (str(getattr(model.program, "library", model.name)), digest, spec.label, seed)
+    key = (str(getattr(model.program, "library", model.name)), data_fingerprint(data), spec.label, seed)
     if key in _SETUPS:
         _SETUPS.move_to_end(key)
         return _SETUPS[key]
