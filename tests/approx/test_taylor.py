@@ -92,7 +92,7 @@ def test_control_variates_match_a_direct_numpy_computation(programs):
     exact = KeepConstants(model)
     mode = find_mode(exact)
     subset = KeepConstants(subset_of_data(model, data, m, seed=seed, scale=True, observations=OBSERVATIONS))
-    approx = control_variates(subset, control_variate_quadratic(exact, subset, mode))
+    approx = control_variates(subset, control_variate_quadratic(subset, mode))
     indices = np.sort(np.random.default_rng(seed).choice(n, size=m, replace=False))  # subset_of_data's
     X, y, scale = data["X"], data["y"], data["prior_scale"]
 
@@ -134,7 +134,7 @@ def test_control_variate_spread_shrinks_with_n_where_a_subsets_grows(programs):
         subset = KeepConstants(
             subset_of_data(model, data, 100, seed=1, scale=True, observations=OBSERVATIONS)
         )
-        approx = control_variates(subset, control_variate_quadratic(exact, subset, mode))
+        approx = control_variates(subset, control_variate_quadratic(subset, mode))
         # draws of the Laplace approximation stand for posterior draws (the posterior is near Gaussian)
         points = np.random.default_rng(0).multivariate_normal(mode.x, np.linalg.inv(-mode.hessian), 100)
         spread[n] = [

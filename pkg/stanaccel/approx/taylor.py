@@ -173,21 +173,20 @@ def check_laplace(mode: Mode) -> str | None:
     )
 
 
-def control_variate_quadratic(exact, subset, mode: Mode) -> Quadratic:
-    """The Taylor expansion of log exact - log subset about ``mode``: value, gradient, Hessian.
+def control_variate_quadratic(subset, mode: Mode) -> Quadratic:
+    """The Taylor expansion of log pi - log subset about ``mode`` (of pi): value, gradient, Hessian.
 
-    The Hessian of the difference is log pi's (``mode.hessian``) minus the
-    subset's, by central differences of its gradients (2 dim subset
-    gradients); the value and gradient cost one gradient of each.
+    pi's value, gradient and Hessian there come with the mode (``find_mode``
+    on pi, so nothing of pi is evaluated again); the subset's Hessian is
+    by central differences of its gradients (2 dim subset gradients).
     """
-    value, grad = exact.log_density_gradient(mode.x)
     sub_value, sub_grad = subset.log_density_gradient(mode.x)
 
     def subset_gradient(x):
         return np.asarray(subset.log_density_gradient(x)[1], dtype=float)
 
     hessian = mode.hessian - central_hessian(subset_gradient, mode.x)
-    return Quadratic(mode.x, value - sub_value, np.asarray(grad) - np.asarray(sub_grad), hessian)
+    return Quadratic(mode.x, mode.log_density - sub_value, mode.gradient - np.asarray(sub_grad), hessian)
 
 
 def control_variates(subset, quadratic: Quadratic) -> ControlVariateDensity:
