@@ -144,7 +144,7 @@ def dc_against_nuts(program: Path, n: int = 10_000, m: int = 100, seed: int = 3)
             warnings.simplefilter("ignore", ApproximationWarning)
             result = sample(program, data, method, settings, seed=seed, progress=False)
         metrics = result.metrics()
-        shown = ", ".join(f"{k} {v:.1f}" for k, v in result.charged_seconds.items())
+        shown = ", ".join(f"{k} {v:.1f}" for k, v in result.charged_seconds.items()) or "its own warm-up"
         print(
             f"| {name} | {metrics['ess_per_second']:.1f} | {metrics['ess_per_second_sampling']:.1f} "
             f"| {metrics['wall_seconds']:.1f} ({shown}) | {metrics['ess_bulk_min']:.0f} "
