@@ -609,7 +609,7 @@ def describe_approximation(exact, approx, points: np.ndarray, label: str) -> dic
         warnings.warn(
             f"approximation {label}: log pi - log pi* has sd {report['log_ratio_sd']:.2g} over posterior "
             f"draws (above {SPREAD_LIMIT:g}), so the exact samplers will accept few moves and mix slowly; "
-            "use a closer approximation (a larger subset, more inducing points, the PDE error model)",
+            "use a closer approximation (kind control-variate for a subset, a larger m, the PDE error model)",
             ApproximationWarning,
             stacklevel=2,
         )
