@@ -89,9 +89,9 @@ def test_laplace_at_a_singular_hessian_is_refused_before_the_warmup(files):
 
 
 def test_dc_over_control_variates_agrees_with_nuts_and_charges_its_setup(files):
-    data = logistic_data(2000, seed=1)
+    data = logistic_data(1000, seed=1)
     program = files / "logistic_beta.stan"
-    nuts = sample(program, data, "nuts", {"draws": 2000}, seed=5, progress=False)
+    nuts = sample(program, data, "nuts", {"warmup": 500, "draws": 1500}, seed=5, progress=False)
     settings = {"warmup": 300, "draws": 1000, "inner": "hmc", "observations": OBSERVATIONS}
     lines = []
     with warnings.catch_warnings():
@@ -112,8 +112,8 @@ def test_dc_over_control_variates_agrees_with_nuts_and_charges_its_setup(files):
     assert result.metrics()["rhat_max"] < 1.05
     # the plain subset of the same size is far from pi, and says so
     with pytest.warns(ApproximationWarning, match="subset m=100: log pi - log pi. has sd"):
-        sample(program, data, "dc", {**settings, "draws": 10, "approx": {"kind": "subset", "m": 100}},
-               seed=7, progress=False)  # fmt: skip
+        short = {**settings, "warmup": 100, "draws": 10, "approx": {"kind": "subset", "m": 100}}
+        sample(program, data, "dc", short, seed=7, progress=False)
 
 
 def test_control_variates_on_a_program_whose_beta_is_bounded_by_one_are_refused_before_the_warmup(mvn_data):
