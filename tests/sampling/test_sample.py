@@ -2,8 +2,8 @@
 
 The posterior is Gaussian and known exactly (tests/sampling/programs.py), so
 each exact method's means and sds are checked in units of their Monte Carlo
-standard error. 13 methods x 2 coefficients x (mean, sd) = 52 z-scores; a
-bound of 4 gives each a two-sided chance of 6e-5 and the family about 0.3%
+standard error. 15 runs x 2 coefficients x (mean, sd) = 60 z-scores; a
+bound of 4 gives each a two-sided chance of 6e-5 and the family about 0.4%
 (the seeds are fixed, so a run either passes or fails every time).
 """
 
@@ -59,6 +59,11 @@ EXACT = [
     (
         "tt-approx",
         {"ladder": [{"kind": "subset", "m": 30}, {"kind": "subset", "m": 20}], "observations": OBSERVATIONS},
+    ),
+    ("dc", {"approx": {"kind": "control-variate", "m": 10}, "observations": OBSERVATIONS, "jump": 3}),
+    (
+        "tt-approx",
+        {"ladder": [{"kind": "control-variate", "m": 10}, {"kind": "laplace"}], "observations": OBSERVATIONS},
     ),
 ]
 

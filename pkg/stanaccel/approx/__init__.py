@@ -8,11 +8,41 @@ over :func:`stanaccel.kernels.approximation_ladder`.
   observations (optionally scaled up to the full data's weight);
 - :func:`low_rank`: ``stan/gp_ard_lowrank.stan``, FITC or subset of
   regressors with m inducing inputs, O(N m^2) per evaluation;
+- :func:`laplace` and :func:`control_variates` (:mod:`stanaccel.approx.taylor`):
+  built from the posterior alone about its mode (:func:`find_mode`): the
+  Gaussian there, and a scaled subset corrected by second-order Taylor
+  control variates;
 - :class:`ApproximationPair`: any expensive and cheap density on one
   unconstrained space, checked to match, with their measured cost ratio.
 """
 
 from stanaccel.approx.gp import inducing_inputs, low_rank, subset_of_data
+from stanaccel.approx.mode import Mode, central_hessian, find_mode
 from stanaccel.approx.pair import ApproximationPair, KeepConstants
+from stanaccel.approx.taylor import (
+    ControlVariateDensity,
+    LaplaceDensity,
+    Quadratic,
+    check_laplace,
+    control_variate_quadratic,
+    control_variates,
+    laplace,
+)
 
-__all__ = ["ApproximationPair", "KeepConstants", "inducing_inputs", "low_rank", "subset_of_data"]
+__all__ = [
+    "ApproximationPair",
+    "ControlVariateDensity",
+    "KeepConstants",
+    "LaplaceDensity",
+    "Mode",
+    "Quadratic",
+    "central_hessian",
+    "check_laplace",
+    "control_variate_quadratic",
+    "control_variates",
+    "find_mode",
+    "inducing_inputs",
+    "laplace",
+    "low_rank",
+    "subset_of_data",
+]

@@ -107,7 +107,18 @@ def pcn_step_setting(doc: str, acceptance: float):
     )
 
 
-APPROXIMATION_KINDS = ("subset", "fitc", "sor", "program", "coarse", "linearized")
+APPROXIMATION_KINDS = (
+    "subset",
+    "control-variate",
+    "laplace",
+    "fitc",
+    "sor",
+    "program",
+    "coarse",
+    "linearized",
+)
+NO_SIZE = ("program", "linearized", "laplace")
+"""The kinds that take no size m."""
 
 
 @dataclass(frozen=True)
@@ -119,6 +130,10 @@ class Approximation:
     kind : str
         "subset": the same program on m observations drawn at random (needs
         ``observations``), its likelihood scaled by N/m when ``scale``;
+        "control-variate": such a scaled subset (needs ``observations`` and
+        ``beta``) corrected by second-order Taylor control variates about
+        the posterior mode (:mod:`stanaccel.approx.taylor`);
+        "laplace": the Gaussian at the posterior mode, with the Hessian there;
         "program": a second Stan program (``program``) with the same
         parameters, on ``data`` (default: the posterior's data);
         "fitc", "sor": the bundled low-rank approximations of ``gp_ard``;
@@ -129,7 +144,8 @@ class Approximation:
     m : int
         Subset size, number of inducing inputs, or cells per side of a coarse mesh.
     scale : bool
-        Subsets: multiply the subset's likelihood by N/m (the program's ``beta``);
+        Subsets: multiply the subset's likelihood by N/m (the program's ``beta``;
+        a control-variate subset always is);
         PDE surrogates: add the enhanced error model (mean and covariance of the
         surrogate's error over Laplace draws).
     inducing : str
@@ -170,8 +186,17 @@ class Approximation:
             )
         if approx.kind == "program" and not approx.program:
             raise ConfigError(f"{where}: kind 'program' needs program = \"approx.stan\"")
-        if approx.kind not in ("program", "linearized") and (not isinstance(approx.m, int) or approx.m < 1):
+        if approx.kind not in NO_SIZE and (not isinstance(approx.m, int) or approx.m < 1):
             raise ConfigError(f"{where}.m = {approx.m!r}: kind {approx.kind!r} needs a positive integer m")
+        if approx.kind == "laplace" and approx.m is not None:
+            raise ConfigError(
+                f"{where}.m = {approx.m!r}: kind 'laplace' (the Gaussian at the mode) takes no m"
+            )
+        if approx.kind == "control-variate" and approx.scale is not True:
+            raise ConfigError(
+                f"{where}.scale = {approx.scale!r}: kind 'control-variate' always scales its subset by N/m; "
+                "leave scale out (or use kind 'subset' for an unscaled subset)"
+            )
         if approx.inducing not in ("landmarks", "kmeans"):
             raise ConfigError(f"{where}.inducing = {approx.inducing!r}: expected 'landmarks' or 'kmeans'")
         if not isinstance(approx.scale, bool):
@@ -183,8 +208,8 @@ class Approximation:
         if self.kind == "program":
             return f"program {self.program}" + (f" on {self.data}" if self.data else "")
         plain = "" if self.scale or self.kind not in ("coarse", "linearized") else " (no error model)"
-        if self.kind == "linearized":
-            return "linearized" + plain
+        if self.kind in ("linearized", "laplace"):
+            return self.kind + plain
         return f"{self.kind} m={self.m}{plain}"
 
 

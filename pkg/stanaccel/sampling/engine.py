@@ -45,6 +45,7 @@ from stanaccel.sampling.program import (
     check_beta_used,
     check_instance,
     check_program,
+    prepare_approximations,
     prepare_data,
 )
 from stanaccel.sampling.result import SampleResult
@@ -141,7 +142,9 @@ def sample(
     ConfigError
         A setting is unknown, of the wrong kind or out of range (NaN,
         infinite, above 1e6); a subset's ``m`` or ``latent_dim`` too large;
-        ``h-pcn`` on a Stan program.
+        ``h-pcn`` on a Stan program; a Laplace approximation where the
+        Hessian at the mode is singular (the automatic approximations are
+        built before the warm-up, their time charged as "approximations").
     ProgramConventionError
         The method needs something the program lacks (``beta``, observations,
         an approximation with the same parameters), or Stan refuses a subset
@@ -185,6 +188,7 @@ def sample(
     seeds = spawn_seeds(seed, SEEDS)
     if spec.stan_nuts:
         return _nuts(config, model, name, seed, seeds, warmup_from, progress, say, checkpoint)
+    prepare_approximations(config, model, data, seeds["subsets"], say)  # a singular Laplace: refused here
 
     charged: dict[str, float] = {}
     adaptation = warm_up(model, config, seeds, warmup_from, progress, say, charged, checkpoint)

@@ -19,8 +19,11 @@ Three conventions (the README shows a complete program for each):
 
 from __future__ import annotations
 
+import hashlib
+import time
 import warnings
 import zlib
+from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -28,6 +31,14 @@ from typing import Any
 import numpy as np
 
 from stanaccel.approx import ApproximationPair, KeepConstants, low_rank
+from stanaccel.approx.mode import Mode, find_mode
+from stanaccel.approx.taylor import (
+    Quadratic,
+    check_laplace,
+    control_variate_quadratic,
+    control_variates,
+    laplace,
+)
 from stanaccel.kernels.ladder import geometric_betas
 from stanaccel.observations import BUNDLED, EXAMPLE, Observations, guess
 from stanaccel.sampling.config import Approximation, ConfigError, SamplerConfig
@@ -54,6 +65,13 @@ SPREAD_LIMIT = 2.0
 """The sd of log pi - log pi* above which :func:`describe_approximation` warns. Two independent
 draws then differ in log ratio by about N(0, 2 sd^2), and a mark move of the discretizing chain
 is accepted with probability about 2 Phi(-sd / sqrt 2): 0.16 at sd = 2, 0.03 at sd = 3."""
+
+
+SUBSET_KINDS = ("subset", "control-variate")
+"""Approximations on a random subset of the observations (``m`` of them, the program's ``beta`` scaled)."""
+
+AUTOMATIC_KINDS = ("control-variate", "laplace")
+"""Approximations built about the posterior mode, once per run (their set-up time charged)."""
 
 
 class ProgramConventionError(ValueError):
@@ -114,8 +132,11 @@ def prepare_data(program, data: Any) -> dict[str, Any]:
     return data
 
 
-def check_temperable(program, method: str) -> None:
-    """Raise :class:`ProgramConventionError`, showing the change to make, if there is no ``beta``."""
+def check_temperable(program, method: str, why: str | None = None) -> None:
+    """Raise :class:`ProgramConventionError`, showing the change to make, if there is no ``beta``.
+
+    ``why`` says what needs it (default: ``method`` tempers by powers of the likelihood).
+    """
     program = Program.of(program)
     if has_beta(program):
         return
@@ -126,9 +147,8 @@ def check_temperable(program, method: str) -> None:
         if declared
         else "it has no data variable beta"
     )
-    raise ProgramConventionError(
-        f"method {method!r} tempers {program.name} by powers of its likelihood, but {problem}. {BETA_CHANGE}"
-    )
+    why = why or f"method {method!r} tempers {program.name} by powers of its likelihood"
+    raise ProgramConventionError(f"{why}, but {problem}. {BETA_CHANGE}")
 
 
 def check_beta_used(model: StanModel, data: dict[str, Any], point: np.ndarray) -> None:
@@ -173,19 +193,27 @@ def check_program(config: SamplerConfig, program, data: dict[str, Any]) -> None:
     for key in ("approx", "ladder", "latent_program"):
         if key in needs and getattr(config, key) is None:
             raise ConfigError(f"method {config.method!r} needs the setting {key!r}")
-    if "beta" in needs or any(a.kind == "subset" and a.scale for a in approximations):
+    if "beta" in needs:
         check_temperable(program, config.method)
-    if "observations" in needs or any(a.kind == "subset" for a in approximations):
+    for a in approximations:
+        if a.kind in SUBSET_KINDS and a.scale:
+            why = (
+                f"approximation {a.label} scales a subset's likelihood by N/m through the data variable "
+                f"beta of {program.name}"
+            )
+            check_temperable(program, config.method, why)
+    if "observations" in needs or any(a.kind in SUBSET_KINDS for a in approximations):
         observations = observations_for(config, program, data)
         n = observations.check(data)
         for a in approximations:
-            if a.kind == "subset":
+            if a.kind in SUBSET_KINDS:
                 check_subset_size(a, n, observations)
     for a in approximations:
         if a.kind in ("coarse", "linearized"):
             raise ConfigError(
                 f"approximation kind {a.kind!r} is a surrogate of the PDE posterior (stanaccel.pde), not of "
-                f"{program.name}; use kind 'subset' or a program of your own (program = \"approx.stan\")"
+                f"{program.name}; use kind 'control-variate', 'laplace', 'subset' or a program of your own "
+                '(program = "approx.stan")'
             )
         if a.kind in ("fitc", "sor") and program.name != "gp_ard":
             raise ConfigError(
@@ -253,7 +281,7 @@ def check_instance(
     approximations = [
         a for a in [getattr(config, "approx", None), *(getattr(config, "ladder", None) or [])] if a
     ]
-    subsets = [a for a in approximations if a.kind == "subset"]
+    subsets = [a for a in approximations if a.kind in SUBSET_KINDS]
     if not subsets and "observations" not in config.needs:
         return
     observations = observations_for(config, program, data)
@@ -287,7 +315,8 @@ def check_instance(
             raise ProgramConventionError(
                 f"approximation {spec.label} multiplies the subset's likelihood by N/m, so it sets beta = "
                 f"{beta:g}, which {program.name} refuses: {error}. Declare beta without an upper bound "
-                "(real<lower=0> beta;), or set scale = false in the approximation"
+                "(real<lower=0> beta;)"
+                + (", or set scale = false in the approximation" if spec.kind == "subset" else "")
             ) from None
 
 
@@ -353,31 +382,33 @@ def check_finite_data(model: StanModel, data: dict[str, Any], label: str = "the 
 
 def approximation(
     spec: Approximation, model: StanModel, data: dict[str, Any], config: SamplerConfig, seed: int
-) -> KeepConstants:
-    """A chain's own Stan instance of the approximation ``spec``, keeping constants (see KeepConstants).
+):
+    """A chain's own log density of the approximation ``spec``, keeping constants (see KeepConstants).
 
     Its random choices (a subset, inducing inputs) come from a seed spawned
     from ``seed`` and the specification itself, so the same specification
-    gives the same approximation in every sampler and chain of a run.
+    gives the same approximation in every sampler and chain of a run. The
+    automatic kinds (:data:`AUTOMATIC_KINDS`) are built about the mode once
+    per program, data, specification and seed (:func:`automatic_setup`) and
+    then cost only a chain's own Stan instance of the subset.
 
     Raises
     ------
     ProgramConventionError
         A program approximation whose parameters differ from the posterior's in names or shapes.
     """
-    seed = spawn_seed(seed, zlib.crc32(spec.label.encode()))
     if hasattr(model, "approximation"):  # a Python target (the PDE posterior) builds its own surrogates
-        return model.approximation(spec, seed)
+        return model.approximation(spec, spawn_seed(seed, zlib.crc32(spec.label.encode())))
+    if spec.kind == "laplace":
+        return laplace(automatic_setup(spec, model, data, config, seed).mode)
+    if spec.kind == "control-variate":
+        setup = automatic_setup(spec, model, data, config, seed)
+        subset = KeepConstants(model.with_data(_subset_data(spec, model, data, config, seed)))
+        return control_variates(subset, setup.quadratic)
     if spec.kind == "subset":
-        observations = observations_for(config, model, data)
-        n = observations.check(data)
-        check_subset_size(spec, n, observations)
-        indices = np.sort(np.random.default_rng(seed).choice(n, size=spec.m, replace=False))
-        subset = observations.take(data, indices)
-        if spec.scale:
-            subset["beta"] = float(data.get("beta", 1.0)) * n / spec.m
-        return KeepConstants(model.with_data(subset))
+        return KeepConstants(model.with_data(_subset_data(spec, model, data, config, seed)))
     if spec.kind in ("fitc", "sor"):
+        seed = spawn_seed(seed, zlib.crc32(spec.label.encode()))
         return KeepConstants(low_rank(data, spec.m, kind=spec.kind, seed=seed, method=spec.inducing))
     other_data = data if spec.data is None else prepare_data(Program.of(spec.program), spec.data)
     other = StanModel(compile_program(Path(spec.program)), other_data)
@@ -387,6 +418,170 @@ def approximation(
             f"but {Program.of(model).name} has {model.param_unc_names()} (sizes set by different data?)"
         )
     return KeepConstants(other)
+
+
+def _subset_data(spec: Approximation, model, data: dict[str, Any], config, seed: int) -> dict[str, Any]:
+    """The data of a subset approximation: m observations drawn without replacement, ``beta`` scaled.
+
+    The subset is fixed by a seed spawned from ``seed`` and the
+    specification's label: the same in every chain and sampler of a run.
+    """
+    seed = spawn_seed(seed, zlib.crc32(spec.label.encode()))
+    observations = observations_for(config, model, data)
+    n = observations.check(data)
+    check_subset_size(spec, n, observations)
+    indices = np.sort(np.random.default_rng(seed).choice(n, size=spec.m, replace=False))
+    subset = observations.take(data, indices)
+    if spec.scale:
+        subset["beta"] = float(data.get("beta", 1.0)) * n / spec.m
+    return subset
+
+
+@dataclass
+class AutomaticSetup:
+    """What an automatic approximation computes once: the mode, and the control variates' quadratic.
+
+    Attributes
+    ----------
+    mode : Mode
+        The posterior mode and the Hessian there (:func:`posterior_mode`).
+    mode_seconds : float
+        The time the mode and its Hessian took (shared by every automatic
+        approximation of one posterior, and charged once).
+    quadratic : Quadratic or None
+        kind "control-variate": the Taylor expansion of log pi - log subset about the mode.
+    seconds : float
+        The time the quadratic took (the subset's Hessian and the Taylor coefficients).
+    """
+
+    mode: Mode
+    mode_seconds: float
+    quadratic: Quadratic | None = None
+    seconds: float = 0.0
+
+
+KEPT = 16
+"""How many modes and set-ups a process keeps (the latest)."""
+_MODES: OrderedDict[tuple, tuple[Mode, float]] = OrderedDict()
+_SETUPS: OrderedDict[tuple, AutomaticSetup] = OrderedDict()
+
+
+def data_fingerprint(data: dict[str, Any]) -> str:
+    """A digest of the data's names, shapes and bytes (fast: no JSON), to key what is built once."""
+    digest = hashlib.sha1()
+    for name in sorted(data):
+        try:
+            array = np.asarray(data[name])
+        except ValueError:  # ragged nested lists
+            array = None
+        if array is None or array.dtype == object:
+            digest.update(f"{name}={data[name]!r};".encode())
+        else:
+            digest.update(f"{name}:{array.dtype}:{array.shape};".encode())
+            digest.update(np.ascontiguousarray(array).tobytes())
+    return digest.hexdigest()
+
+
+def _remember(cache: OrderedDict, key: tuple, value):
+    cache[key] = value
+    while len(cache) > KEPT:
+        cache.popitem(last=False)
+    return value
+
+
+def posterior_mode(model: StanModel, data: dict[str, Any], say=None) -> tuple[Mode, float]:
+    """The mode of the posterior of ``model`` on ``data`` and its Hessian, and the seconds they took.
+
+    Found once per process for a program and data
+    (:func:`stanaccel.approx.find_mode`, from the origin of the
+    unconstrained space) and shared by every automatic approximation of that posterior.
+    """
+    say = say or (lambda line: None)
+    key = (str(getattr(model.program, "library", model.name)), data_fingerprint(data))
+    if key in _MODES:
+        _MODES.move_to_end(key)
+        return _MODES[key]
+    start = time.perf_counter()
+    mode = find_mode(KeepConstants(model.with_data(data)))
+    seconds = time.perf_counter() - start
+    say(
+        f"posterior mode by L-BFGS in {mode.iterations} iterations, Hessian by central differences "
+        f"({mode.evaluations} gradients of pi in all): {seconds:.2g} s (charged)"
+    )
+    if not mode.converged:
+        warnings.warn(
+            f"the search for the posterior mode did not converge ({mode.message}; Newton decrement "
+            f"{mode.newton_decrement:.2g}), so the approximations are built about the best point found",
+            ApproximationWarning,
+            stacklevel=2,
+        )
+    return _remember(_MODES, key, (mode, seconds))
+
+
+def automatic_setup(
+    spec: Approximation,
+    model: StanModel,
+    data: dict[str, Any],
+    config: SamplerConfig,
+    seed: int,
+    say=None,
+) -> AutomaticSetup:
+    """The mode (and a control-variate approximation's quadratic) of ``spec``, built once per process.
+
+    :func:`~stanaccel.sampling.engine.sample` builds it before the warm-up,
+    so that a Laplace approximation at a singular Hessian is refused before
+    anything else runs; every chain's :func:`approximation` then reuses it.
+    A process that has not built it (an executor's worker) builds it again,
+    to the same numbers: the search is deterministic.
+
+    Raises
+    ------
+    ConfigError
+        kind "laplace" where the Hessian at the mode is singular or indefinite.
+    """
+    say = say or (lambda line: None)
+    mode, mode_seconds = posterior_mode(model, data, say)
+    if spec.kind == "laplace":
+        problem = check_laplace(mode)
+        if problem is not None:
+            raise ConfigError(f"approximation {spec.label} of {Program.of(model).name}: {problem}")
+        return AutomaticSetup(mode, mode_seconds)
+    key = (str(getattr(model.program, "library", model.name)), data_fingerprint(data), spec.label, seed)
+    if key in _SETUPS:
+        _SETUPS.move_to_end(key)
+        return _SETUPS[key]
+    start = time.perf_counter()
+    subset = KeepConstants(model.with_data(_subset_data(spec, model, data, config, seed)))
+    quadratic = control_variate_quadratic(subset, mode)
+    seconds = time.perf_counter() - start
+    say(f"approximation {spec.label}: Taylor control variates about the mode, {seconds:.2g} s (charged)")
+    return _remember(_SETUPS, key, AutomaticSetup(mode, mode_seconds, quadratic, seconds))
+
+
+def prepare_approximations(
+    config: SamplerConfig, model, data: dict[str, Any], seed: int, say=None
+) -> dict[str, float]:
+    """Build what ``config``'s approximations compute once; the seconds each took, by label.
+
+    For a Stan program, the automatic approximations' mode (once, as
+    ``"mode"``) and Taylor coefficients (:func:`automatic_setup`); for a
+    Python target, its surrogates (their ``approximation_seconds``). Cached:
+    a second call costs nothing and reports the same seconds, which every
+    run that uses them is charged.
+    """
+    specs = [a for a in [getattr(config, "approx", None), *(getattr(config, "ladder", None) or [])] if a]
+    if hasattr(model, "approximation"):
+        for spec in specs:
+            approximation(spec, model, data, config, seed)
+        return {a.label: model.approximation_seconds.get(a.label, 0.0) for a in specs}
+    setups = {
+        a.label: automatic_setup(a, model, data, config, seed, say)
+        for a in specs
+        if a.kind in AUTOMATIC_KINDS
+    }
+    if not setups:
+        return {}
+    return {"mode": next(iter(setups.values())).mode_seconds} | {k: s.seconds for k, s in setups.items()}
 
 
 def check_same_parameters(program: Program, other: Program, label: str) -> None:
@@ -414,7 +609,7 @@ def describe_approximation(exact, approx, points: np.ndarray, label: str) -> dic
         warnings.warn(
             f"approximation {label}: log pi - log pi* has sd {report['log_ratio_sd']:.2g} over posterior "
             f"draws (above {SPREAD_LIMIT:g}), so the exact samplers will accept few moves and mix slowly; "
-            "use a closer approximation (a larger subset, more inducing points, the PDE error model)",
+            "use a closer approximation (kind control-variate for a subset, a larger m, the PDE error model)",
             ApproximationWarning,
             stacklevel=2,
         )

@@ -28,7 +28,7 @@ from stanaccel.sampling.build import KernelFactory
 from stanaccel.sampling.chains import run_chains_on
 from stanaccel.sampling.config import SamplerConfig
 from stanaccel.sampling.methods import StepTuning, method_spec
-from stanaccel.sampling.program import describe_approximation
+from stanaccel.sampling.program import describe_approximation, prepare_approximations
 from stanaccel.sampling.result import SampleResult, method_label
 from stanaccel.sampling.training import Trained, train
 from stanaccel.sampling.warmup import Adaptation, checkpoint_part
@@ -110,12 +110,12 @@ def run_sampler(
             trained = train(resolved, adaptation, seeds["autoencoder"], say)
         maps, charged["training"], reports["autoencoder"] = trained.maps, trained.seconds, trained.report
     factory = KernelFactory(resolved, model, data, adaptation, seed=seeds["subsets"], maps=maps)
+    if spec.approximations:  # the time to build them (surrogates, the mode and its Taylor coefficients)
+        built = prepare_approximations(resolved, model, data, seeds["subsets"], say)
+        if sum(built.values()):
+            charged["approximations"] = sum(built.values())
     if spec.approximations and describe:
         reports["approximations"] = _describe_approximations(factory, adaptation, seeds["tuning"], say)
-    if spec.approximations and hasattr(model, "approximation_seconds"):
-        built = [model.approximation_seconds.get(a.label, 0.0) for a in factory.approximations()]
-        if sum(built):
-            charged["approximations"] = sum(built)
     name = model.name.removesuffix("_model")
     if spec.build is None and spec.latent:
         run = _latent_nuts(resolved, model, data, maps, adaptation, seeds, progress, say, checkpoint)

@@ -1,0 +1,142 @@
+"""The approximations built from the user's program alone (kinds laplace and control-variate) in a run.
+
+Mistakes are refused before the warm-up; the set-up (mode, Hessian, Taylor
+coefficients) is charged; dc over control variates agrees with Stan's NUTS.
+"""
+
+import warnings
+
+import numpy as np
+import pytest
+from scipy.stats import norm
+
+from stanaccel.diagnostics import reference_z_scores
+from stanaccel.sampling import ApproximationWarning, ConfigError, ProgramConventionError, make_config, sample
+from stanaccel.sampling.config import Approximation
+from stanaccel.stan import write_data
+from tests.sampling.programs import LOGISTIC, NO_BETA, REGRESSION, logistic_data, regression_data
+
+OBSERVATIONS = {"count": "N", "fields": ["X", "y"]}
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("automatic")
+    for name, code in [("regression", REGRESSION), ("no_beta", NO_BETA), ("logistic_beta", LOGISTIC)]:
+        (folder / f"{name}.stan").write_text(code)
+    write_data(folder / "regression.json", regression_data())
+    return folder
+
+
+@pytest.mark.parametrize(
+    ("table", "message"),
+    [
+        (
+            {"kind": "laplace", "m": 10},
+            r"approx.m = 10: kind 'laplace' \(the Gaussian at the mode\) takes no m",
+        ),
+        ({"kind": "control-variate"}, "approx.m = None: kind 'control-variate' needs a positive integer m"),
+        ({"kind": "control-variate", "m": 5, "scale": False}, "always scales its subset by N/m"),
+    ],
+)
+def test_malformed_automatic_approximations_are_refused(table, message):
+    with pytest.raises(ConfigError, match=message):
+        make_config("dc", {"approx": table})
+
+
+def test_automatic_approximations_are_labelled():
+    assert Approximation.parse({"kind": "laplace"}).label == "laplace"
+    assert Approximation.parse({"kind": "control-variate", "m": 20}).label == "control-variate m=20"
+
+
+def test_control_variates_without_observations_are_refused_before_compiling(files):
+    with pytest.raises(ProgramConventionError, match="must know which data are per observation"):
+        sample(files / "regression.stan", files / "regression.json", "dc",
+               {"approx": {"kind": "control-variate", "m": 10}})  # fmt: skip
+
+
+def test_control_variates_without_beta_are_refused_with_the_change_to_make(files):
+    settings = {
+        "approx": {"kind": "control-variate", "m": 10},
+        "observations": {"count": "N", "fields": ["x", "y"]},
+    }
+    with pytest.raises(
+        ProgramConventionError, match="control-variate m=10 scales a subset's likelihood"
+    ) as error:
+        sample(files / "no_beta.stan", files / "regression.json", "dc", settings)
+    assert "real<lower=0> beta;" in str(error.value)
+
+
+def test_control_variates_on_as_many_observations_as_the_data_are_refused(files):
+    settings = {
+        "approx": {"kind": "control-variate", "m": 40},
+        "observations": {"count": "N", "fields": ["x", "y"]},
+    }
+    with pytest.raises(ConfigError, match=r"control-variate m=40: m must be between 1 and 39"):
+        sample(files / "regression.stan", files / "regression.json", "dc", settings)
+
+
+def test_laplace_at_a_singular_hessian_is_refused_before_the_warmup(files):
+    data = logistic_data(200, k=2, seed=1)
+    data["X"] = np.column_stack([data["X"][:, 0], data["X"][:, 0]])  # collinear: w1 - w2 is not identified
+    data["prior_scale"] = 0.0  # and no prior holds it
+    lines = []
+    with pytest.raises(
+        ConfigError, match="approximation laplace of logistic_beta: the Hessian .* is singular"
+    ):
+        sample(files / "logistic_beta.stan", data, "dc", {"approx": {"kind": "laplace"}}, log=lines.append)
+    assert not any("warm-up" in line for line in lines)
+
+
+def test_dc_over_control_variates_agrees_with_nuts_and_charges_its_setup(files):
+    data = logistic_data(1000, seed=1)
+    program = files / "logistic_beta.stan"
+    nuts = sample(program, data, "nuts", {"warmup": 500, "draws": 1500}, seed=5, progress=False)
+    settings = {"warmup": 300, "draws": 1000, "inner": "hmc", "observations": OBSERVATIONS}
+    lines = []
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ApproximationWarning)  # a close pi*: no spread warning
+        result = sample(program, data, "dc", {**settings, "approx": {"kind": "control-variate", "m": 100}},
+                        seed=7, progress=False, log=lines.append)  # fmt: skip
+    report = result.reports["approximations"][0]
+    assert report["approximation"] == "control-variate m=100" and report["log_ratio_sd"] < 0.2
+    assert report["relative_cost"] < 1
+    assert result.charged_seconds["approximations"] > 0
+    assert any(line.startswith("posterior mode by L-BFGS") for line in lines)
+    assert any(
+        line.startswith("approximation control-variate m=100: Taylor control variates") for line in lines
+    )
+    limit = norm.ppf(1 - 1e-3 / (2 * 2 * 6))  # Bonferroni over 6 means and 6 sds
+    z = reference_z_scores(result.to_inference_data(), nuts.to_inference_data())
+    assert np.all(np.abs(z) < limit), z
+    assert result.metrics()["rhat_max"] < 1.05
+    # the plain subset of the same size is far from pi, and says so
+    with pytest.warns(ApproximationWarning, match="subset m=100: log pi - log pi. has sd"):
+        short = {**settings, "warmup": 100, "draws": 10, "approx": {"kind": "subset", "m": 100}}
+        sample(program, data, "dc", short, seed=7, progress=False)
+
+
+def test_control_variates_on_a_program_whose_beta_is_bounded_by_one_are_refused_before_the_warmup(mvn_data):
+    # mvn_mean declares real<lower=0, upper=1> beta; 5 of 20 observations scaled by N/m set beta = 4
+    lines = []
+    with pytest.raises(ProgramConventionError, match=r"control-variate m=5 .* sets beta = 4") as error:
+        sample("mvn_mean", mvn_data, "dc", {"approx": {"kind": "control-variate", "m": 5}}, log=lines.append)
+    assert "scale = false" not in str(error.value) and lines == []
+
+
+def test_a_ladder_of_automatic_approximations_finds_the_mode_once(files):
+    # On a Gaussian posterior both are exact: a quadratic log likelihood is its own Taylor expansion.
+    data = regression_data(n=30, seed=7)
+    settings = {
+        "warmup": 100,
+        "draws": 50,
+        "ladder": [{"kind": "control-variate", "m": 10}, {"kind": "laplace"}],
+        "observations": {"count": "N", "fields": ["x", "y"]},
+    }
+    lines = []
+    result = sample(files / "regression.stan", data, "tt-approx", settings, progress=False, log=lines.append)
+    assert sum(line.startswith("posterior mode by L-BFGS") for line in lines) == 1
+    assert result.charged_seconds["approximations"] > 0
+    reports = result.reports["approximations"]
+    assert [r["approximation"] for r in reports] == ["control-variate m=10", "laplace"]
+    assert all(r["log_ratio_sd"] < 1e-4 for r in reports)
