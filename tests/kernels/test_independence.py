@@ -103,3 +103,17 @@ def test_a_defect_in_the_density_stops_the_run_with_its_error():
 def test_bad_settings_are_refused(settings, message):
     with pytest.raises(ValueError, match=message):
         IndependenceMetropolis(mvn_density(DATA), MEAN, SD**2, **settings)
+
+
+def test_a_proposal_that_misses_the_posterior_is_flagged_by_its_acceptance():
+    from stanaccel.diagnostics.metrics import method_statistics, method_warnings
+
+    good = run_chains(imh(mvn_density(DATA), 8), STARTS, 300, seed=6)
+    missing = IndependenceMetropolis(mvn_density(DATA), MEAN + 4 * SD, np.diag(SD**2), scale=0.1, batch=8)
+    poor = run_chains(missing, STARTS, 300, seed=6)
+    for run in (good, poor):  # the summary counts what the draws say
+        rates = [s["proposal_acceptance"] for s in run.summaries]
+        np.testing.assert_allclose(rates, run.accepted.mean(axis=1))
+    assert method_warnings(method_statistics(good.summaries)) == []
+    (warning,) = method_warnings(method_statistics(poor.summaries))
+    assert warning.startswith("independence acceptance") and "below 0.1" in warning

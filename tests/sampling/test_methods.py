@@ -120,6 +120,7 @@ def test_imh_samples_the_known_posterior_from_the_command_line(regression, tmp_p
     captured = capsys.readouterr()
     assert code == 0, captured.err
     assert "IMH (exact sampler;" in captured.out and "acceptance" in captured.out
+    assert "independence proposals accepted (its efficiency) (mean over chains):" in captured.out
     idata = az.from_netcdf(out)
     mean, sd = regression_posterior(regression_data())
     z_mean, z_sd = mcse_z_scores(idata, "coef", mean, sd)
@@ -127,6 +128,7 @@ def test_imh_samples_the_known_posterior_from_the_command_line(regression, tmp_p
     metrics = json.loads((tmp_path / "imh.metrics.json").read_text())
     assert metrics["sampler"] == "IMH" and metrics["exact"] and metrics["charged_seconds"]["warmup"] > 0
     assert metrics["acceptance"] > 0.5  # a 2-d Gaussian posterior: the fitted t proposal is close
+    assert len(metrics["method_statistics"]["proposal_acceptance"]) == 4 and not metrics["warnings"]
     assert metrics["settings"]["batch"] == 8 and metrics["settings"]["df"] == 7.0
 
 

@@ -23,7 +23,8 @@ the chain with ``batch = 1`` and the same seed. The proposals not yet
 decided live in the chain's state (its record in ``State.extra``, which a
 checkpoint keeps), so a resumed chain continues with the same proposals.
 A run's last batch may be left partly unused: at most ``batch - 1``
-evaluations per chain spent in vain.
+evaluations per chain spent in vain. The same record counts the chain's
+steps and acceptances, for its ``summary``.
 """
 
 from __future__ import annotations
@@ -93,6 +94,8 @@ class IndependenceMetropolis:
             "log_proposals": np.empty(0),
             "uniforms": np.empty(0),
             "next": 0,
+            "steps": 0,
+            "accepted": 0,
         }
 
     def init(self, position: np.ndarray) -> State:
@@ -126,14 +129,20 @@ class IndependenceMetropolis:
         }
 
     def step(self, state: State, rng: np.random.Generator) -> tuple[State, Info]:
-        pending = chain_statistics(state, self.record_key, self._empty)
-        if pending["next"] == len(pending["uniforms"]):
-            pending = self.next_batch(rng)
-        i = pending["next"]
-        lp = float(pending["log_densities"][i])
-        log_weight = lp - pending["log_proposals"][i]
+        record = chain_statistics(state, self.record_key, self._empty)
+        if record["next"] == len(record["uniforms"]):
+            record.update(self.next_batch(rng))
+        i = record["next"]
+        lp = float(record["log_densities"][i])
+        log_weight = lp - record["log_proposals"][i]
         current = state.log_density - self.log_proposal(state.position)
-        accepted, probability = decide(log_weight - current, pending["uniforms"][i])
+        accepted, probability = decide(log_weight - current, record["uniforms"][i])
         info = Info(accepted, probability, failed=lp == -np.inf)
-        new = State(pending["points"][i].copy(), lp) if accepted else state
-        return with_statistics(new, state, self.record_key, {**pending, "next": i + 1}), info
+        new = State(record["points"][i].copy(), lp) if accepted else state
+        counts = {"next": i + 1, "steps": record["steps"] + 1, "accepted": record["accepted"] + accepted}
+        return with_statistics(new, state, self.record_key, {**record, **counts}), info
+
+    def summary(self, state: State) -> dict:
+        """The chain's share of proposals accepted (``proposal_acceptance``): the sampler's efficiency."""
+        record = chain_statistics(state, self.record_key, self._empty)
+        return {"proposal_acceptance": record["accepted"] / max(record["steps"], 1)}
