@@ -128,6 +128,8 @@ def safe_log_densities(density, points: np.ndarray) -> np.ndarray:
     per core; any other density, a single point or a single core, in turn
     in this thread. The values are the same either way; an exception other
     than an undefined density (a defect) propagates as from one evaluation.
+    Call it from a chain's thread, never from a density evaluated in the
+    pool (its threads would wait on themselves).
     """
     points = np.atleast_2d(np.asarray(points, dtype=float))
     n, cores = len(points), usable_cores()
