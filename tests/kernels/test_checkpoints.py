@@ -23,6 +23,7 @@ from stanaccel.kernels import (
     power_ladder,
     run_chains,
 )
+from stanaccel.kernels.independence import IndependenceMetropolis
 from stanaccel.kernels.parallel_tempering import all_levels
 from tests.kernels.models import broad_prior_density, mixture_density, mvn_density, mvn_problem
 
@@ -37,6 +38,11 @@ def mh_factory(chain):
 
 def hmc_factory(chain):
     return HMC(mvn_density(DATA), step_size=0.1, n_steps=5, n_steps_jitter=0.5)
+
+
+def imh_factory(chain):
+    """Batches of 16 proposals: a stop after 120 draws falls inside a batch, which the state keeps."""
+    return IndependenceMetropolis(mvn_density(DATA), DATA["mu0"], np.eye(DIM) * 0.1, batch=16)
 
 
 def tempered_cycle():
@@ -79,11 +85,12 @@ def assert_same_run(resumed, whole):
     [
         (mh_factory, STARTS, None),
         (hmc_factory, STARTS, None),
+        (imh_factory, STARTS, None),
         (tempering, np.zeros((2, 1)), all_levels),
         (lambda c: tempered_cycle(), np.zeros((2, 1)), None),
         ("shared", STARTS, None),  # one kernel, chains in turn
     ],
-    ids=["mh", "hmc", "parallel-tempering", "tempered-transitions", "shared-kernel"],
+    ids=["mh", "hmc", "imh", "parallel-tempering", "tempered-transitions", "shared-kernel"],
 )
 def test_a_stopped_run_resumes_to_the_same_draws(tmp_path, make, starts, record):
     factory = hmc_factory(0) if make == "shared" else make

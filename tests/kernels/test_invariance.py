@@ -28,6 +28,7 @@ from stanaccel.kernels import (
     power_ladder,
     subsampled_ladder,
 )
+from stanaccel.kernels.independence import IndependenceMetropolis
 from stanaccel.kernels.mala import MALA
 from stanaccel.kernels.metropolis import accept
 from stanaccel.kernels.state import Info
@@ -87,6 +88,18 @@ class MALAWithoutHastings(MALA):
 
     def log_hastings(self, state, proposal):
         return 0.0
+
+
+class IndependenceWithRandomWalkRatio(IndependenceMetropolis):
+    """Broken on purpose: accepted by pi(y) / pi(x), forgetting the proposal density q."""
+
+    def log_proposal(self, x):
+        return 0.0
+
+
+def independence(kind=IndependenceMetropolis):
+    """IMH with a t proposal fitted badly on purpose: off the mean, narrower than the posterior."""
+    return kind(mvn_density(DATA), MEAN + SD, np.diag(SD**2), scale=0.5, batch=8)
 
 
 class DiscretizingChainIgnoringApproximation(DiscretizingChain):
@@ -168,6 +181,7 @@ def correct_kernels():
         "HMC": (HMC(posterior, step_size=0.15, n_steps=6, step_size_jitter=0.3), None),
         "MALA": (MALA(posterior, step_size=1.0, inv_metric=SD**2), None),
         "pCN": (PCN(likelihood, DATA["mu0"], DATA["Sigma0"], rho=0.9), None),
+        "IMH": (independence(), None),
         "h-pCN": (hessian_pcn(), None),
         "PT": (ParallelTempering(pl, lambda d, m: inner(d, m, pl)), pl),
         "SPT": (ParallelTempering(sl, lambda d, m: inner(d, m, sl)), sl),
@@ -208,6 +222,7 @@ def broken_kernels():
         "drifting Metropolis": (DriftingMetropolis(mvn_density(DATA), scale=0.3), None),
         "MALA without its Hastings correction": (MALAWithoutHastings(mvn_density(DATA), 1.0, SD**2), None),
         "h-pCN without its reference": (hessian_pcn(HessianPCNWithoutReference), None),
+        "IMH with a random-walk ratio": (independence(IndependenceWithRandomWalkRatio), None),
         "mixture choosing by the state": (scales_mixture(MixtureChoosingByState), None),
         "DC ignoring pi*": (
             DiscretizingChainIgnoringApproximation(

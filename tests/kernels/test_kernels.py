@@ -21,6 +21,7 @@ from stanaccel.kernels import (
     run_chains,
     subsampled_ladder,
 )
+from stanaccel.kernels.independence import IndependenceMetropolis
 from stanaccel.kernels.mala import MALA
 from stanaccel.kernels.metropolis import accept
 from stanaccel.kernels.parallel_tempering import all_levels
@@ -87,6 +88,9 @@ def kernels():
         "MALA": MALA(posterior, step_size=0.9, inv_metric=SD**2),
         "MALA dense": MALA(posterior, step_size=0.9, inv_metric=np.diag(SD**2)),
         "MALA without a metric": MALA(posterior, step_size=0.15),
+        # proposals fitted badly on purpose (off the mean, too narrow in one coordinate): still exact
+        "IMH": IndependenceMetropolis(posterior, MEAN + SD, np.diag((SD * [1.5, 0.6]) ** 2), batch=16),
+        "IMH, diagonal, batch 1": IndependenceMetropolis(posterior, MEAN, SD**2, df=3, scale=2.0),
         "PT (MH)": ParallelTempering(mh_ladder, lambda d, m: mh_for(d, m, mh_ladder.betas)),
         "PT (HMC)": ParallelTempering(
             hmc_ladder, lambda d, m: hmc_for(d, m, hmc_ladder.betas), swap="random"

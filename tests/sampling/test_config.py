@@ -14,6 +14,7 @@ def test_every_method_has_a_config_with_defaults():
         "hmc",
         "mh",
         "mala",
+        "imh",
         "pcn",
         "h-pcn",
         "pt",

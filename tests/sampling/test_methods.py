@@ -1,8 +1,10 @@
 """The table of methods drives the command line's help and matches the README's table of methods."""
 
+import json
 import re
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from stanaccel.cli import main
@@ -36,7 +38,8 @@ def readme_methods_table() -> list[tuple[list[str], str]]:
     return rows
 
 
-def test_the_cli_help_lists_exactly_the_registry_methods(capsys):
+def test_the_cli_help_lists_exactly_the_registry_methods(capsys, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "1000")  # argparse wraps lines at hyphens ("latent-" / "nuts")
     with pytest.raises(SystemExit):
         main(["sample", "--help"])
     out = capsys.readouterr().out
@@ -137,3 +140,37 @@ def test_every_inner_kernel_choice_is_a_method_with_a_move():
         inner = next((f for f in fields(spec.config) if f.name == "inner"), None)
         if inner is not None:
             assert all(METHODS[choice].is_inner for choice in inner.metadata["choices"]), name
+
+
+def test_imh_samples_the_known_posterior_from_the_command_line(regression, tmp_path, capsys):
+    """``stanaccel sample --method imh``: exact on the known posterior, its acceptance reported."""
+    import arviz as az
+
+    from stanaccel.diagnostics import mcse_z_scores
+    from tests.sampling.programs import regression_posterior
+    from tests.sampling.test_sample import Z_LIMIT
+
+    program, data = regression
+    out = tmp_path / "imh.nc"
+    arguments = ["sample", str(program), "--data", str(data), "--method", "imh", "--set", "batch=8"]
+    code = main([*arguments, "--warmup", "300", "--draws", "1000", "--seed", "4", "-q", "-o", str(out)])
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    assert "IMH (exact sampler;" in captured.out and "acceptance" in captured.out
+    assert "independence proposals accepted (its efficiency) (mean over chains):" in captured.out
+    idata = az.from_netcdf(out)
+    mean, sd = regression_posterior(regression_data())
+    z_mean, z_sd = mcse_z_scores(idata, "coef", mean, sd)
+    assert np.all(np.abs(z_mean) < Z_LIMIT) and np.all(np.abs(z_sd) < Z_LIMIT), (z_mean, z_sd)
+    metrics = json.loads((tmp_path / "imh.metrics.json").read_text())
+    assert metrics["sampler"] == "IMH" and metrics["exact"] and metrics["charged_seconds"]["warmup"] > 0
+    assert metrics["acceptance"] > 0.5  # a 2-d Gaussian posterior: the fitted t proposal is close
+    assert len(metrics["method_statistics"]["proposal_acceptance"]) == 4 and not metrics["warnings"]
+    assert metrics["settings"]["batch"] == 8 and metrics["settings"]["df"] == 7.0
+
+
+def test_imh_settings_out_of_range_are_refused_before_any_work():
+    with pytest.raises(ValueError, match=r"df.*2"):
+        make_config("imh", {"df": 2})
+    with pytest.raises(ValueError, match="batch"):
+        make_config("imh", {"batch": 0})

@@ -6,7 +6,7 @@ import time
 
 import numpy as np
 
-from stanaccel.densities import safe_log_density
+from stanaccel.densities import COUNTING, safe_log_density, thread_safe
 
 
 class KeepConstants:
@@ -23,7 +23,9 @@ class KeepConstants:
     Attributes
     ----------
     seconds : float
-        Time spent in this density's evaluations.
+        Time spent in this density's evaluations, summed over the threads
+        that evaluate it (a batch evaluated on several cores at once adds
+        each evaluation's time, so it can exceed the wall time).
     """
 
     def __init__(self, model):
@@ -33,6 +35,11 @@ class KeepConstants:
 
     def __repr__(self) -> str:
         return f"KeepConstants({self.model!r})"
+
+    @property
+    def thread_safe(self) -> bool:
+        """Whether it may be evaluated from several threads at once: whether its model may."""
+        return thread_safe(self.model)
 
     @property
     def n_log_density(self) -> int:
@@ -50,14 +57,18 @@ class KeepConstants:
         try:
             return self.model.log_density(x, propto=False)
         finally:
-            self.seconds += time.perf_counter() - start
+            self._add_seconds(time.perf_counter() - start)
 
     def log_density_gradient(self, x: np.ndarray) -> tuple[float, np.ndarray]:
         start = time.perf_counter()
         try:
             return self.model.log_density_gradient(x, propto=False)
         finally:
-            self.seconds += time.perf_counter() - start
+            self._add_seconds(time.perf_counter() - start)
+
+    def _add_seconds(self, seconds: float) -> None:
+        with COUNTING:  # evaluations in other threads add theirs too
+            self.seconds += seconds
 
 
 def seconds_per_evaluation(density, points: np.ndarray, *, gradient: bool = False, repeats: int = 1) -> float:

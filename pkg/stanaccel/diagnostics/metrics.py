@@ -82,9 +82,16 @@ METHOD_STATISTICS = {  # key in a kernel's summary -> (label, how chains combine
     "cache_hit_fraction": ("cache hits (share of exact evaluations saved)", "mean"),
     "cache_hits": ("cache hits (all chains)", "sum"),
     "exact_evaluations": ("exact evaluations (all chains)", "sum"),
+    "proposal_acceptance": ("independence proposals accepted (its efficiency)", "mean"),
 }
 """The kernel statistics shown for a run (from each chain's kernel ``summary``): their labels,
 and whether the shown value is the mean over chains, the sum, or the first chain's."""
+
+
+PROPOSAL_ACCEPTANCE_MIN = 0.1
+"""Acceptance of an independence sampler (IMH) below which its proposal, fitted to the warm-up,
+covers the posterior poorly: each accepted proposal is a fresh point, so the acceptance is the
+sampler's efficiency, and below one in ten the chain sticks for long stretches where pi / q is large."""
 
 
 def _worst(values: dict[str, float], largest: bool) -> float:
@@ -262,7 +269,8 @@ def method_warnings(statistics: dict[str, list]) -> list[str]:
       round trip between the hottest and coldest level in any chain;
     - trajectory acceptance (TT, STT, tt-approx) below
       :data:`TRAJECTORY_ACCEPTANCE_MIN` (0.1);
-    - mark acceptance (DC) below :data:`MARK_ACCEPTANCE_MIN` (0.05).
+    - mark acceptance (DC) below :data:`MARK_ACCEPTANCE_MIN` (0.05);
+    - independence acceptance (IMH) below :data:`PROPOSAL_ACCEPTANCE_MIN` (0.1).
     """
     reasons = []
     swaps = [np.atleast_1d(np.asarray(chain, dtype=float)) for chain in statistics.get("swap_acceptance", [])]
@@ -299,6 +307,9 @@ def method_warnings(statistics: dict[str, list]) -> list[str]:
         ("move_acceptance", "mark acceptance", MARK_ACCEPTANCE_MIN,
          "moves proposed on the approximation are rarely accepted on the posterior, so the chain "
          "hardly moves; use a closer approximation or a smaller jump"),
+        ("proposal_acceptance", "independence acceptance", PROPOSAL_ACCEPTANCE_MIN,
+         "the t proposal fitted to the warm-up covers the posterior poorly (several modes, tails "
+         "heavier than the t's, or too many dimensions), so the chain sticks; use nuts or hmc"),
     ):  # fmt: skip
         values = statistics.get(key)
         if values and min(values) < limit:

@@ -17,7 +17,12 @@ def accept(log_ratio: float, rng: np.random.Generator) -> tuple[bool, float]:
     The uniform is drawn whatever the ratio, so the random stream does not
     depend on the outcome.
     """
-    u = rng.random()
+    return decide(log_ratio, rng.random())
+
+
+def decide(log_ratio: float, u: float) -> tuple[bool, float]:
+    """:func:`accept` with its uniform ``u`` drawn beforehand (an independence sampler draws it
+    with its proposal, so that a batch of proposals consumes the random stream as single ones do)."""
     if not math.isfinite(log_ratio):
         probability = 1.0 if log_ratio == math.inf else 0.0
     else:

@@ -19,10 +19,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, fields
 from typing import Any, ClassVar
 
+from stanaccel.kernels.independence import IndependenceMetropolis
 from stanaccel.kernels.mala import MALA
 from stanaccel.sampling.build import KernelFactory, hessian_pcn_move, hmc_move, mh_move, pcn_move
 from stanaccel.sampling.config import (
     TABLE,
+    THIN_DOC,
     AEHMCConfig,
     AEPCNConfig,
     DCConfig,
@@ -343,6 +345,49 @@ def _mala_space(tuned: dict[str, Any], beta_floor: float) -> list:
     return [_log_range("step_size", step / 8, step * 2)]
 
 
+@dataclass(frozen=True)
+class IMHConfig(SamplerConfig):
+    """Independence Metropolis-Hastings: t proposals fitted to the warm-up draws, evaluated in batches."""
+
+    method: ClassVar[str] = "imh"
+    df: float = setting(
+        7.0,
+        doc="degrees of freedom of the t proposal (the smaller, the heavier its tails; > 2, so that it "
+        "has a covariance)",
+        kind="number",
+        low=2,
+        low_open=True,
+    )
+    scale: float = setting(
+        1.2,
+        doc="the t proposal's scale matrix is scale x the warm-up draws' covariance (above 1: a margin "
+        "for a covariance the warm-up's few draws underestimate in some direction)",
+        kind="number",
+        low=0,
+        low_open=True,
+    )
+    batch: int = setting(
+        16,
+        doc="proposals drawn and evaluated at once, on every core; the chain's draws do not depend on it",
+        kind="int",
+        low=1,
+    )
+    thin: int = setting(1, doc=THIN_DOC, kind="int", low=1)
+
+
+def _imh(factory: KernelFactory):
+    config = factory.config
+    mean, covariance = factory.adaptation.gaussian()
+    density = factory.record(factory.timed_posterior())
+    return IndependenceMetropolis(
+        density, mean, covariance, df=config.df, scale=config.scale, batch=config.batch
+    )
+
+
+def _imh_space(tuned: dict[str, Any], beta_floor: float) -> list:
+    return [_log_range("df", 3.0, 30.0), _log_range("scale", 0.8, 2.5)]
+
+
 _ALL_STUDIES = ("pde", "approximation", "tempering", "latent")
 
 METHODS: dict[str, MethodSpec] = {
@@ -369,6 +414,7 @@ METHODS: dict[str, MethodSpec] = {
             needs_draws=True,
             studies=("pde",),
         ),
+        MethodSpec(IMHConfig, "IMH", _imh, _imh_space, needs_draws=True),
         MethodSpec(
             HPCNConfig,
             "h-pCN",

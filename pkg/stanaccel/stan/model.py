@@ -14,6 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
+from stanaccel.densities import COUNTING
 from stanaccel.stan.compiler import CompiledProgram, compile_program
 from stanaccel.stan.data import StanData, data_to_json
 
@@ -43,12 +44,18 @@ class StanModel:
     Notes
     -----
     ``log_density`` and ``log_density_gradient`` release the GIL while Stan
-    evaluates, so chains can run in threads. Where the density is undefined
+    evaluates, so chains can run in threads; one instance may be evaluated
+    from several threads at once (``thread_safe``: Stan's model is read-only
+    and each thread has its own autodiff tape; the counters are updated
+    under a lock), as a batch of proposals is. Where the density is undefined
     (Stan ``domain_error`` or ``reject``) they raise
     :class:`~stanaccel.stan.errors.StanDomainError`, which samplers count as
     a rejected proposal; other Stan exceptions raise
     :class:`~stanaccel.stan.errors.StanEvaluationError`.
     """
+
+    thread_safe = True
+    """One instance may be evaluated from several threads at once (see the notes)."""
 
     def __init__(self, program: str | Path | CompiledProgram, data: StanData = None, *, seed: int = 0):
         self.program = program if isinstance(program, CompiledProgram) else compile_program(program)
@@ -144,7 +151,8 @@ class StanModel:
         ``propto`` drops constant terms; ``jacobian`` adds the log Jacobian of
         the constraining transform (needed to sample on the unconstrained space).
         """
-        self.n_log_density += 1
+        with COUNTING:
+            self.n_log_density += 1
         try:
             return self._model.log_density(theta_unc, propto, jacobian)
         except TypeError:
@@ -175,7 +183,8 @@ class StanModel:
             out = np.empty(self._dim)
         else:
             check_gradient_buffer(out, self._dim)
-        self.n_gradient += 1
+        with COUNTING:
+            self.n_gradient += 1
         try:
             return self._model.log_density_gradient(theta_unc, propto, jacobian, out), out
         except TypeError:
