@@ -102,6 +102,10 @@ class MethodSpec:
         (the PDE posterior's) makes; as the ``inner`` kernel too.
     latent : bool
         It trains an autoencoder on the warm-up draws.
+    cheap_warmup : bool
+        It needs of the warm-up only a location, a scale, start points and
+        draws, so its ``warmup`` setting may name a cheap one ("pathfinder",
+        "laplace") instead of Stan's NUTS warm-up.
     studies : tuple of str
         The study workflows that offer it (``pde``, ``approximation``, ``tempering``, ``latent``).
     """
@@ -115,6 +119,7 @@ class MethodSpec:
     needs_draws: bool = False
     needs_laplace: bool = False
     latent: bool = False
+    cheap_warmup: bool = False
     studies: tuple[str, ...] = ()
 
     @property
@@ -156,6 +161,16 @@ class MethodSpec:
         if self.step is None or (self.step.inner and METHODS[config.inner].step is None):
             return None
         return self.step
+
+    def uses_step_size(self, config: SamplerConfig) -> bool:
+        """Whether ``config`` moves with an HMC-type ``step_size`` (its own or its inner kernel's).
+
+        After a cheap warm-up, which adapts no step size, such a method has
+        one adapted for it (:mod:`stanaccel.sampling.warmup`).
+        """
+        inner = getattr(config, "inner", None)
+        settings = METHODS[inner].config if inner else self.config
+        return "step_size" in {f.name for f in fields(settings)}
 
     def uses_laplace(self, config: SamplerConfig) -> bool:
         """Whether ``config`` needs a Laplace approximation (the method's, or its inner kernel's)."""
@@ -332,16 +347,32 @@ METHODS: dict[str, MethodSpec] = {
     spec.name: spec
     for spec in (
         MethodSpec(NutsConfig, "Stan NUTS", None),
-        MethodSpec(MHConfig, "MH", _mh, _mh_space, move=mh_move, studies=("approximation", "tempering")),
+        MethodSpec(
+            MHConfig,
+            "MH",
+            _mh,
+            _mh_space,
+            move=mh_move,
+            cheap_warmup=True,
+            studies=("approximation", "tempering"),
+        ),
         MethodSpec(
             HMCConfig,
             "HMC",
             _hmc,
             _hmc_space,
             move=hmc_move,
+            cheap_warmup=True,
             studies=_ALL_STUDIES,
         ),
-        MethodSpec(MALAConfig, "MALA", _mala, _mala_space, StepTuning("step_size", 0.574, 20.0, _mala_steps)),
+        MethodSpec(
+            MALAConfig,
+            "MALA",
+            _mala,
+            _mala_space,
+            StepTuning("step_size", 0.574, 20.0, _mala_steps),
+            cheap_warmup=True,
+        ),
         MethodSpec(
             PCNConfig,
             "pCN",
@@ -350,6 +381,7 @@ METHODS: dict[str, MethodSpec] = {
             PCN_STEP,
             pcn_move,
             needs_draws=True,
+            cheap_warmup=True,
             studies=("pde",),
         ),
         MethodSpec(
@@ -367,6 +399,7 @@ METHODS: dict[str, MethodSpec] = {
             "PT ({inner})",
             _parallel_tempering,
             _ladder_space,
+            cheap_warmup=True,
             studies=("pde", "tempering"),
         ),
         MethodSpec(
@@ -374,6 +407,7 @@ METHODS: dict[str, MethodSpec] = {
             "TT ({inner})",
             _tempered_transitions,
             _ladder_space,
+            cheap_warmup=True,
             studies=("pde", "tempering"),
         ),
         MethodSpec(
@@ -381,6 +415,7 @@ METHODS: dict[str, MethodSpec] = {
             "SPT ({inner})",
             _parallel_tempering,
             _ladder_space,
+            cheap_warmup=True,
             studies=("tempering",),
         ),
         MethodSpec(
@@ -388,6 +423,7 @@ METHODS: dict[str, MethodSpec] = {
             "STT ({inner})",
             _tempered_transitions,
             _ladder_space,
+            cheap_warmup=True,
             studies=("tempering",),
         ),
         MethodSpec(
@@ -396,6 +432,7 @@ METHODS: dict[str, MethodSpec] = {
             _discretizing_chain,
             _dc_space,
             INNER_PCN_STEP,
+            cheap_warmup=True,
             studies=("pde", "approximation"),
         ),
         MethodSpec(
@@ -404,6 +441,7 @@ METHODS: dict[str, MethodSpec] = {
             _tempered_approximations,
             _tt_approx_space,
             INNER_PCN_STEP,
+            cheap_warmup=True,
             studies=("pde", "approximation"),
         ),
         MethodSpec(
@@ -414,6 +452,7 @@ METHODS: dict[str, MethodSpec] = {
             StepTuning("latent_step_size", 0.75, 20.0, _ae_hmc_steps),
             needs_draws=True,
             latent=True,
+            cheap_warmup=True,
             studies=("pde", "latent"),
         ),
         MethodSpec(
@@ -424,6 +463,7 @@ METHODS: dict[str, MethodSpec] = {
             StepTuning("pcn_step", 0.3, 3.9, _ae_pcn_steps),
             needs_draws=True,
             latent=True,
+            cheap_warmup=True,
             studies=("pde", "latent"),
         ),
         MethodSpec(
