@@ -56,6 +56,7 @@ def test_samplers_after_a_cheap_warmup_sample_the_known_posterior(files, method,
 
 
 @pytest.mark.parametrize(("warmup", "diagnostic"), [("pathfinder", "Pareto k"), ("laplace", "Hessian")])
+@pytest.mark.filterwarnings("ignore:invalid value encountered:RuntimeWarning")  # R-hat of short funnel chains
 def test_a_poor_gaussian_falls_back_to_the_nuts_warmup(files, warmup, diagnostic):
     folder, _ = files
     with pytest.warns(WarmupWarning, match=diagnostic):
@@ -112,3 +113,19 @@ def test_the_table_says_which_methods_take_a_cheap_warmup():
     cheap = {name for name, spec in METHODS.items() if spec.cheap_warmup}
     assert {"mh", "hmc", "pcn", "pt", "tt", "dc", "tt-approx", "ae-hmc", "ae-pcn"} <= cheap
     assert not {"nuts", "latent-nuts", "h-pcn"} & cheap
+
+
+def test_cli_takes_a_cheap_warmup_by_flag_and_by_set(files, tmp_path, capsys):
+    from stanaccel.cli import main
+
+    folder, _ = files
+    common = ["sample", str(folder / "regression.stan"), "--data", str(folder / "regression.json")]
+    out = tmp_path / "fit.nc"
+    code = main([*common, "--method", "mh", "--warmup", "pathfinder", "--draws", "200", "-q", "-o", str(out)])
+    assert code == 0, capsys.readouterr().err
+    metrics = json.loads((tmp_path / "fit.metrics.json").read_text())
+    assert metrics["warmup"]["used"] == "pathfinder" and metrics["settings"]["warmup"] == "pathfinder"
+    assert main([*common, "--method", "mh", "--set", "warmup=laplacian", "-q"]) != 0
+    assert "warmup = 'laplacian': expected a number of NUTS warm-up iterations" in capsys.readouterr().err
+    assert main([*common, "--method", "nuts", "--warmup", "laplace", "-q"]) != 0
+    assert "method 'nuts' runs Stan's NUTS" in capsys.readouterr().err

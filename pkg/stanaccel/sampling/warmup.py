@@ -37,12 +37,13 @@ import numpy as np
 
 from stanaccel.sampling.config import method_record
 from stanaccel.stan import StanModel
+from stanaccel.stan.errors import StanEvaluationError
 from stanaccel.stan.nuts import NutsFit, WarmupState, sample_nuts
 from stanaccel.stan.optimize import laplace_sample, optimize
 from stanaccel.stan.pathfinder import pathfinder
 
 PARETO_K_MAX = 0.7
-"""Pathfinder's Gaussian is used when the Pareto k of its importance weights is at most this: above it
+"""A cheap warm-up's Gaussian is used when the Pareto k of its importance weights is at most this: above it
 the weights' tail is too heavy for importance sampling to be reliable (Vehtari, Simpson, Gelman, Yao and
 Gabry, "Pareto smoothed importance sampling", JMLR 25, 2024; Stan's Pathfinder warns at the same value)."""
 
@@ -194,54 +195,26 @@ def cheap_warm_up(model, config, seeds, progress, say, charged) -> tuple[Adaptat
     (the warm-up asked for, its diagnostics, its seconds, and the one used).
     """
     kind = config.warmup_kind
-    name = model.name.removesuffix("_model")
     start = time.perf_counter()
     report: dict[str, Any] = {"warmup": kind}
-    if kind == "pathfinder":
-        say(f"Stan's Pathfinder on {name} (the warm-up)")
-        fit = pathfinder(model, seed=seeds["warmup"], psis_draws=GAUSSIAN_DRAWS, progress=progress)
-        if fit.interrupted:
-            raise KeyboardInterrupt
-        report.update(pareto_k=fit.pareto_k, gradient_evaluations=fit.gradient_evaluations)
-        problem = None
-        if not fit.pareto_k <= PARETO_K_MAX:
-            problem = f"Pathfinder's Pareto k is {fit.pareto_k:.2f}, above {PARETO_K_MAX}"
-        draws = fit.draws
-        if problem is None:
-            covariance = fit.gaussian()[1]
-            say(
-                f"Pathfinder: Pareto k {fit.pareto_k:.2f}, {fit.gradient_evaluations} log density evaluations"
-            )
-    else:
-        say(f"Laplace approximation of {name} (the warm-up): the mode by Stan's L-BFGS, the Hessian there")
-        mode = optimize(model, seed=seeds["warmup"], jacobian=True, progress=progress)
-        problem = mode.hessian_problem(CONDITION_MAX)
-        report.update(condition_number=mode.condition_number(), iterations=mode.iterations)
-        if problem is None:
-            laplace = laplace_sample(model, mode, GAUSSIAN_DRAWS, seed=seeds["warmup"])
-            report["pareto_k"] = laplace.pareto_k
-            if not laplace.pareto_k <= PARETO_K_MAX:
-                problem = (
-                    f"the Laplace approximation's Pareto k is {laplace.pareto_k:.2f}, above {PARETO_K_MAX}"
-                )
-        if problem is None:
-            draws = laplace.draws
-            covariance = mode.covariance()
-            say(f"Laplace: mode found in {mode.iterations} L-BFGS iterations, Hessian's condition number "
-                f"{report['condition_number']:.3g}")  # fmt: skip
+    try:
+        fit = _gaussian(model, kind, seeds["warmup"], progress, say, report)
+    except StanEvaluationError as error:  # every path failed, or L-BFGS did
+        fit = f"{'Pathfinder' if kind == 'pathfinder' else 'L-BFGS'} failed ({str(error).splitlines()[0]})"
     seconds = time.perf_counter() - start
     report["seconds"] = seconds
-    if problem is not None:
+    if isinstance(fit, str):
         charged[f"warmup ({kind}, not used)"] = seconds
         report["used"] = "nuts"
-        report["fallback"] = problem
+        report["fallback"] = fit
         message = (
-            f"warmup = {kind!r}: {problem}, so its Gaussian is not trusted; Stan's NUTS warm-up runs instead "
+            f"warmup = {kind!r}: {fit}, so its Gaussian is not trusted; Stan's NUTS warm-up runs instead "
             f"({DEFAULT_NUTS_WARMUP} iterations; the {seconds:.1f} s spent are charged)"
         )
         warnings.warn(message, WarmupWarning, stacklevel=2)
         say(message)
         return None, report
+    draws, covariance = fit
     report["used"] = kind
     inv_metric = np.diag(covariance).copy()
     starts = _distinct(draws, config.chains, seeds["warmup"])
@@ -280,6 +253,34 @@ def cheap_warm_up(model, config, seeds, progress, say, charged) -> tuple[Adaptat
         ),
         report,
     )  # fmt: skip
+
+
+def _gaussian(model, kind, seed, progress, say, report) -> tuple[np.ndarray, np.ndarray] | str:
+    """The cheap warm-up's (draws, covariance), or why its Gaussian is not trusted; fills ``report``."""
+    name = model.name.removesuffix("_model")
+    if kind == "pathfinder":
+        say(f"Stan's Pathfinder on {name} (the warm-up)")
+        fit = pathfinder(model, seed=seed, psis_draws=GAUSSIAN_DRAWS, progress=progress)
+        if fit.interrupted:
+            raise KeyboardInterrupt
+        report.update(pareto_k=fit.pareto_k, gradient_evaluations=fit.gradient_evaluations)
+        if not fit.pareto_k <= PARETO_K_MAX:
+            return f"Pathfinder's Pareto k is {fit.pareto_k:.2f}, above {PARETO_K_MAX}"
+        say(f"Pathfinder: Pareto k {fit.pareto_k:.2f}, {fit.gradient_evaluations} log density evaluations")
+        return fit.draws, fit.gaussian()[1]
+    say(f"Laplace approximation of {name} (the warm-up): the mode by Stan's L-BFGS, the Hessian there")
+    mode = optimize(model, seed=seed, jacobian=True, progress=progress)
+    report.update(condition_number=mode.condition_number(), iterations=mode.iterations)
+    problem = mode.hessian_problem(CONDITION_MAX)
+    if problem is not None:
+        return problem
+    laplace = laplace_sample(model, mode, GAUSSIAN_DRAWS, seed=seed)
+    report["pareto_k"] = laplace.pareto_k
+    if not laplace.pareto_k <= PARETO_K_MAX:
+        return f"the Laplace approximation's Pareto k is {laplace.pareto_k:.2f}, above {PARETO_K_MAX}"
+    say(f"Laplace: mode found in {mode.iterations} L-BFGS iterations, the Hessian's condition number "
+        f"{report['condition_number']:.3g}, Pareto k {laplace.pareto_k:.2f}")  # fmt: skip
+    return laplace.draws, mode.covariance()
 
 
 def _distinct(draws: np.ndarray, n: int, seed: int) -> np.ndarray:
