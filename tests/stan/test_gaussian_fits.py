@@ -123,3 +123,25 @@ def test_a_flat_mode_has_a_singular_hessian(poor_program):
     assert problem is not None and ("not negative definite" in problem or "badly conditioned" in problem)
     with pytest.raises(ValueError, match="no Laplace approximation"):
         mode.covariance()
+
+
+def test_a_stop_request_stops_pathfinder_and_lbfgs(mvn_model):
+    # What Ctrl-C does (run_threads asks each run to stop): the next iteration ends the run.
+    from stanaccel.stan import optimize as optimize_module
+    from stanaccel.stan import pathfinder as pathfinder_module
+
+    module = mvn_model.program.module
+    runs = [
+        module.PathfinderPath(
+            mvn_model._model,
+            pathfinder_module._path_settings(pathfinder_module.PathfinderSettings(), 0, "{}"),
+        ),
+        module.Optimization(
+            mvn_model._model, optimize_module._settings(optimize_module.OptimizeSettings(), "{}", True)
+        ),
+    ]
+    for run in runs:
+        run.request_stop()
+        run.run()
+        result = run.result()
+        assert result["interrupted"] and not result["error"] and run.iterations() == 0
