@@ -10,14 +10,16 @@ naming the diagnostic.
 
 import json
 
+import numpy as np
 import pytest
 
 from stanaccel.errors import ConfigError
 from stanaccel.sampling import sample
 from stanaccel.sampling.config import make_config
-from stanaccel.sampling.warmup import WarmupWarning
+from stanaccel.sampling.warmup import WarmupWarning, averaged_step
 from stanaccel.stan import write_data
-from tests.sampling.programs import REGRESSION, regression_data
+from stanaccel.stan.nuts import sample_nuts
+from tests.sampling.programs import REGRESSION, regression_data, regression_posterior
 from tests.sampling.test_sample import check_exact
 from tests.stan.test_gaussian_fits import POOR_GAUSSIAN
 
@@ -51,6 +53,9 @@ def test_samplers_after_a_cheap_warmup_sample_the_known_posterior(files, method,
     assert report["pareto_k"] < 0.7 and ("condition_number" in report) == (warmup == "laplace")
     if method == "hmc":  # a step size adapted after the Gaussian, not the 0.1 fallback
         assert result.sources["step_size"] == "tuned" and result.config.step_size == report["step_size"]
+        # Saved for a later run (warmup_from): the Gaussian's variances, not Stan's window-less estimate.
+        variances = regression_posterior(data)[1] ** 2
+        np.testing.assert_allclose(result.adaptation.inv_metric, np.tile(variances, (4, 1)), rtol=0.3)
     settings = json.loads(result.to_inference_data().posterior.attrs["settings"])
     assert settings["warmup"] == warmup
 
@@ -129,3 +134,10 @@ def test_cli_takes_a_cheap_warmup_by_flag_and_by_set(files, tmp_path, capsys):
     assert "warmup = 'laplacian': expected a number of NUTS warm-up iterations" in capsys.readouterr().err
     assert main([*common, "--method", "nuts", "--warmup", "laplace", "-q"]) != 0
     assert "method 'nuts' runs Stan's NUTS" in capsys.readouterr().err
+
+
+def test_averaged_step_is_stans_dual_averaging(mvn_model):
+    # Below 20 warm-up iterations Stan adapts the step alone and ends with its averaged iterate.
+    fit = sample_nuts(mvn_model, chains=2, warmup=19, draws=0, seed=4, progress=False)
+    recomputed = [averaged_step(a) for a in fit.warmup_sample_stats["acceptance_rate"]]
+    np.testing.assert_allclose(recomputed, fit.warmup_state().step_size, rtol=1e-6)

@@ -237,9 +237,10 @@ def cheap_warm_up(model, config, seeds, progress, say, charged) -> tuple[Adaptat
         )
         if fit.interrupted:
             raise KeyboardInterrupt
-        state = fit.warmup_state()
-        step_size = float(np.median(state.step_size))
-        starts = np.asarray(state.positions)
+        steps = np.array([averaged_step(a) for a in fit.warmup_sample_stats["acceptance_rate"]])
+        starts = fit.last_unconstrained()
+        state = WarmupState(steps, np.repeat(inv_metric[None], config.chains, axis=0), "diag", starts)
+        step_size = float(np.median(steps))
         report["step_size"] = step_size
     seconds = time.perf_counter() - start
     report["seconds"] = seconds
@@ -253,6 +254,28 @@ def cheap_warm_up(model, config, seeds, progress, say, charged) -> tuple[Adaptat
         ),
         report,
     )  # fmt: skip
+
+
+def averaged_step(acceptance: np.ndarray, initial: float = 1.0, delta: float = 0.8) -> float:
+    """The step size Stan's dual averaging ends a NUTS warm-up with, replayed from its acceptance statistics.
+
+    Stan's ``stepsize_adaptation`` (Hoffman and Gelman 2014, with Stan's
+    gamma 0.05, kappa 0.75, t0 10 and mu = log(10 x the initial step)):
+    s_t = (1 - 1/(t + t0)) s_{t-1} + (delta - a_t) / (t + t0), x_t = mu -
+    sqrt(t) s_t / gamma, x_bar_t = (1 - t^-kappa) x_bar_{t-1} + t^-kappa x_t,
+    and the warm-up ends with exp(x_bar). It is replayed here because Stan's
+    windowed adaptation cannot adapt the step alone: with the whole run one
+    initial buffer, the one metric window ends at its last iteration,
+    replacing the metric with an estimate from no draws and restarting the
+    averaging (Stan's own final step would then be 1).
+    """
+    gamma, kappa, t0 = 0.05, 0.75, 10.0
+    mu, s_bar, x_bar = np.log(10 * initial), 0.0, 0.0
+    for t, a in enumerate(np.minimum(np.asarray(acceptance, dtype=float), 1.0), start=1):
+        s_bar += (delta - a - s_bar) / (t + t0)
+        x = mu - np.sqrt(t) * s_bar / gamma
+        x_bar += (x - x_bar) * t**-kappa
+    return float(np.exp(x_bar))
 
 
 def _gaussian(model, kind, seed, progress, say, report) -> tuple[np.ndarray, np.ndarray] | str:
