@@ -20,7 +20,7 @@ from stanaccel.sampling.warmup import WarmupWarning, averaged_step
 from stanaccel.stan import write_data
 from stanaccel.stan.nuts import sample_nuts
 from tests.sampling.programs import REGRESSION, regression_data, regression_posterior
-from tests.sampling.test_sample import check_exact
+from tests.sampling.test_sample import EXACT, OBSERVATIONS, check_exact
 from tests.stan.test_gaussian_fits import POOR_GAUSSIAN
 
 
@@ -141,3 +141,33 @@ def test_averaged_step_is_stans_dual_averaging(mvn_model):
     fit = sample_nuts(mvn_model, chains=2, warmup=19, draws=0, seed=4, progress=False)
     recomputed = [averaged_step(a) for a in fit.warmup_sample_stats["acceptance_rate"]]
     np.testing.assert_allclose(recomputed, fit.warmup_state().step_size, rtol=1e-6)
+
+
+CHEAP = [
+    (method, settings)
+    for method, settings in EXACT
+    if method not in ("nuts", "pcn", "hmc")  # nuts takes none; pcn and hmc are checked above
+] + [
+    ("mala", {}),
+    ("dc", {"approx": {"kind": "subset", "m": 30}, "observations": OBSERVATIONS, "inner": "pcn"}),
+    ("ae-hmc", {"latent_dim": 1, "epochs": 20, "tune": 20}),
+    ("ae-pcn", {"latent_dim": 1, "epochs": 20, "tune": 20}),
+]
+
+
+@pytest.mark.filterwarnings("ignore::stanaccel.sampling.ApproximationWarning")  # tt-approx's m=20 subset
+@pytest.mark.parametrize(("method", "settings"), CHEAP, ids=[f"{m}-{s.get('inner', '')}" for m, s in CHEAP])
+def test_every_method_the_table_marks_runs_after_a_cheap_warmup(files, method, settings):
+    folder, data = files
+    result = sample(
+        folder / "regression.stan",
+        folder / "regression.json",
+        method,
+        {**settings, "warmup": "laplace", "draws": 300, "chains": 2},
+        seed=7,
+        progress=False,
+    )
+    assert result.metrics()["warmup"]["used"] == "laplace" and not result.interrupted
+    mean, sd = regression_posterior(data)
+    posterior = result.to_inference_data().posterior["coef"]
+    assert np.all(np.abs(posterior.mean(("chain", "draw")).values - mean) < sd)  # in the right place
