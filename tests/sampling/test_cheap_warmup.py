@@ -171,3 +171,17 @@ def test_every_method_the_table_marks_runs_after_a_cheap_warmup(files, method, s
     mean, sd = regression_posterior(data)
     posterior = result.to_inference_data().posterior["coef"]
     assert np.all(np.abs(posterior.mean(("chain", "draw")).values - mean) < sd)  # in the right place
+
+
+def test_a_workflow_step_is_checked_before_it_runs(tmp_path):
+    from stanaccel.workflow import load_workflow
+
+    path = tmp_path / "w.toml"
+    path.write_text(
+        '[workflow]\nname = "w"\n[[steps]]\nname = "s"\naction = "sample"\nprogram = "mvn_mean"\n'
+        'method = "nuts"\nwarmup = "pathfinder"\n'
+    )
+    with pytest.raises(ValueError, match="method 'nuts' runs Stan's NUTS"):
+        load_workflow(path)
+    path.write_text(path.read_text().replace('method = "nuts"', 'method = "pcn"'))
+    load_workflow(path)

@@ -617,15 +617,18 @@ def make_config(
         values[key] = _check(key, value, known[key].metadata, f"{source(key)}: ")
     config = cls(**values)
     object.__setattr__(config, "_user_keys", frozenset(values))
-    if config.warmup_kind != "nuts" and not method_record(method).cheap_warmup:
-        raise ConfigError(
-            f"{source('warmup')}: warmup = {config.warmup!r}: method {method!r} runs Stan's NUTS, "
-            "which needs NUTS's own warm-up; give a number of warm-up iterations (or 'nuts'), or use "
-            "a method that takes a cheap warm-up ("
-            + ", ".join(name for name, spec in TABLE.items() if spec.cheap_warmup)
-            + ")"
-        )
+    _check_warmup_kind(method, config.warmup, f"{source('warmup')}: ")
     return config
+
+
+def _check_warmup_kind(method: str, warmup: int | str, prefix: str) -> None:
+    """A cheap warm-up (a ``warmup`` name other than "nuts") only for a method whose table entry takes one."""
+    if isinstance(warmup, str) and not method_record(method).cheap_warmup:
+        raise ConfigError(
+            f"{prefix}warmup = {warmup!r}: method {method!r} runs Stan's NUTS, which needs NUTS's own "
+            "warm-up; give a number of warm-up iterations (or 'nuts'), or use a method that takes a "
+            "cheap warm-up (" + ", ".join(name for name, spec in TABLE.items() if spec.cheap_warmup) + ")"
+        )
 
 
 def check_setting(method: str, key: str, value: Any, shown: str | None = None) -> Any:
@@ -636,7 +639,10 @@ def check_setting(method: str, key: str, value: Any, shown: str | None = None) -
     known = {f.name: f for f in fields(config_class(method))}
     if key not in known:
         raise ConfigError(f"unknown setting {key!r} for method {method!r}; allowed: {', '.join(known)}")
-    return _check(shown or key, value, known[key].metadata, "")
+    value = _check(shown or key, value, known[key].metadata, "")
+    if key == "warmup":
+        _check_warmup_kind(method, value, "")
+    return value
 
 
 def _check(key: str, value: Any, meta: dict, prefix: str) -> Any:
