@@ -32,6 +32,14 @@ EXECUTOR_HELP = (
 )
 
 
+def _warmup(text: str) -> int | str:
+    """An argparse type: NUTS warm-up iterations, or a warm-up's name (checked with the settings)."""
+    try:
+        return int(text)
+    except ValueError:
+        return text
+
+
 def _seed(below: int):
     """An argparse type: a non-negative integer below ``below`` (argparse names the option)."""
 
@@ -401,7 +409,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sample.add_argument("--chains", type=int, help="number of chains (default 4)")
     sample.add_argument("--draws", type=int, help="draws per chain (default 1000)")
-    sample.add_argument("--warmup", type=int, help="NUTS warm-up iterations per chain (default 1000)")
+    sample.add_argument(
+        "--warmup",
+        type=_warmup,
+        help="NUTS warm-up iterations per chain (default 1000), or 'nuts', 'pathfinder' or 'laplace': "
+        "a cheap Gaussian warm-up for the methods that take one",
+    )
     sample.add_argument(
         "--seed", type=_seed(2**63), default=1, help="random seed; every part of the run derives from it"
     )

@@ -32,6 +32,10 @@ INNER_KERNELS = ("mh", "hmc")
 temperature. Written out (the table of methods imports this module); every ``inner`` choice is a method
 with a ``move`` there (``tests/sampling/test_methods.py`` checks)."""
 
+WARMUPS = ("nuts", "pathfinder", "laplace")
+"""The warm-ups a ``warmup`` setting names: Stan's NUTS (the default), or a cheap one that fits a Gaussian
+(Stan's Pathfinder; the mode by L-BFGS and the Hessian there) for the methods whose table entry accepts it."""
+
 LARGEST = 1e6
 """The largest value of a number setting that has no upper bound of its own (a scale, a step size,
 a prior sd). Far beyond any useful value: a proposal scaled by more is refused almost surely, and
@@ -60,7 +64,8 @@ def setting(
     doc : str
         What the setting means.
     kind : str
-        "int", "number", "bool", "str", "approximation", "approximations", "observations", "numbers".
+        "int", "number", "bool", "str", "approximation", "approximations", "observations", "numbers",
+        "warmup" (an integer or one of :data:`WARMUPS`).
     tuned : str, optional
         How the value is tuned when the user does not set it.
     fallback : value, optional
@@ -225,7 +230,19 @@ class SamplerConfig:
 
     chains: int = setting(4, doc="number of chains", kind="int", low=1)
     draws: int = setting(1000, doc="draws per chain", kind="int", low=1)
-    warmup: int = setting(1000, doc="iterations of Stan's NUTS warm-up per chain", kind="int", low=0)
+    warmup: int | str = setting(
+        1000,
+        doc="the warm-up: iterations of Stan's NUTS warm-up per chain, or 'nuts' (1000 of them), "
+        "'pathfinder' or 'laplace' (a Gaussian fitted cheaply, for the methods that need only "
+        "a location, a scale and start points)",
+        kind="warmup",
+        low=0,
+    )
+
+    @property
+    def warmup_kind(self) -> str:
+        """The warm-up this configuration asks for: "nuts", "pathfinder" or "laplace"."""
+        return self.warmup if isinstance(self.warmup, str) else "nuts"
 
     @property
     def is_exact(self) -> bool:
@@ -628,7 +645,18 @@ def make_config(
         values[key] = _check(key, value, known[key].metadata, f"{source(key)}: ")
     config = cls(**values)
     object.__setattr__(config, "_user_keys", frozenset(values))
+    _check_warmup_kind(method, config.warmup, f"{source('warmup')}: ")
     return config
+
+
+def _check_warmup_kind(method: str, warmup: int | str, prefix: str) -> None:
+    """A cheap warm-up (a ``warmup`` name other than "nuts") only for a method whose table entry takes one."""
+    if isinstance(warmup, str) and not method_record(method).cheap_warmup:
+        raise ConfigError(
+            f"{prefix}warmup = {warmup!r}: method {method!r} runs Stan's NUTS, which needs NUTS's own "
+            "warm-up; give a number of warm-up iterations (or 'nuts'), or use a method that takes a "
+            "cheap warm-up (" + ", ".join(name for name, spec in TABLE.items() if spec.cheap_warmup) + ")"
+        )
 
 
 def check_setting(method: str, key: str, value: Any, shown: str | None = None) -> Any:
@@ -639,13 +667,28 @@ def check_setting(method: str, key: str, value: Any, shown: str | None = None) -
     known = {f.name: f for f in fields(config_class(method))}
     if key not in known:
         raise ConfigError(f"unknown setting {key!r} for method {method!r}; allowed: {', '.join(known)}")
-    return _check(shown or key, value, known[key].metadata, "")
+    value = _check(shown or key, value, known[key].metadata, "")
+    if key == "warmup":
+        _check_warmup_kind(method, value, "")
+    return value
 
 
 def _check(key: str, value: Any, meta: dict, prefix: str) -> Any:
     """The value, checked (and converted: lists to tuples, tables to Observations) for its key."""
     kind = meta["kind"]
     shown = f"{prefix}{key} = {reprlib.repr(value)}"
+    if kind == "warmup":
+        names = ", ".join(map(repr, WARMUPS))
+        if isinstance(value, str) and value in WARMUPS:
+            return 1000 if value == "nuts" else value
+        if isinstance(value, bool) or not isinstance(value, int | str):
+            raise ConfigError(f"{shown}: expected a number of NUTS warm-up iterations or one of {names}")
+        if isinstance(value, str):
+            raise ConfigError(
+                f"{shown}: expected a number of NUTS warm-up iterations or one of {names}"
+                + _hint(value, WARMUPS)
+            )
+        kind = "int"
     if kind == "int":
         if not isinstance(value, int) or isinstance(value, bool):
             raise ConfigError(f"{shown}: expected an integer")

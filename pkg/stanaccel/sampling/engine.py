@@ -172,6 +172,13 @@ def sample(
         checked_space(tune, config, {})  # mistakes found before the warm-up, not after
     if isinstance(executor, str):
         check_reachable(executor)  # a mistake found before the warm-up, not after
+    if config.warmup_kind != "nuts" and (warmup_from is not None or is_target(program)):
+        given = (
+            "an earlier warm-up (warmup_from)" if warmup_from is not None else "a Python target's own warm-up"
+        )
+        raise ConfigError(
+            f"warmup = {config.warmup!r} asks for a cheap warm-up, but the run has {given}: drop one of them"
+        )
     if is_target(program):
         return _sample_target(config, program, seed, warmup_from, progress, say, checkpoint, executor, tune)
     if spec.uses_laplace(config):
@@ -200,6 +207,8 @@ def sample(
         config, model, data, adaptation, seed, seeds, charged, say, progress, checkpoint, executor, tune
     )
     result.adaptation = adaptation.warmup_state  # its file can be a later run's warm-up source
+    if adaptation.report:
+        result.reports["warmup"] = adaptation.report
     return result
 
 

@@ -114,6 +114,10 @@ class MethodSpec:
         The statistic of its kernel's summary that is its acceptance of interest,
         shown in the studies' tables in place of its steps' (DC's mark moves,
         TT over approximations' trajectories); None: its steps' acceptance.
+    cheap_warmup : bool
+        It needs of the warm-up only a location, a scale, start points and
+        draws, so its ``warmup`` setting may name a cheap one ("pathfinder",
+        "laplace") instead of Stan's NUTS warm-up.
     studies : tuple of str
         The study workflows that offer it (``pde``, ``approximation``, ``tempering``, ``latent``).
     """
@@ -129,6 +133,7 @@ class MethodSpec:
     latent: bool = False
     tempering: str | None = None
     acceptance_key: str | None = None
+    cheap_warmup: bool = False
     studies: tuple[str, ...] = ()
 
     @property
@@ -175,6 +180,16 @@ class MethodSpec:
         if self.step is None or (self.step.inner and METHODS[config.inner].step is None):
             return None
         return self.step
+
+    def uses_step_size(self, config: SamplerConfig) -> bool:
+        """Whether ``config`` moves with an HMC-type ``step_size`` (its own or its inner kernel's).
+
+        After a cheap warm-up, which adapts no step size, such a method has
+        one adapted for it (:mod:`stanaccel.sampling.warmup`).
+        """
+        inner = getattr(config, "inner", None)
+        settings = METHODS[inner].config if inner else self.config
+        return "step_size" in {f.name for f in fields(settings)}
 
     def uses_laplace(self, config: SamplerConfig) -> bool:
         """Whether ``config`` needs a Laplace approximation (the method's, or its inner kernel's)."""
@@ -394,16 +409,32 @@ METHODS: dict[str, MethodSpec] = {
     spec.name: spec
     for spec in (
         MethodSpec(NutsConfig, "Stan NUTS", None),
-        MethodSpec(MHConfig, "MH", _mh, _mh_space, move=mh_move, studies=("approximation", "tempering")),
+        MethodSpec(
+            MHConfig,
+            "MH",
+            _mh,
+            _mh_space,
+            move=mh_move,
+            cheap_warmup=True,
+            studies=("approximation", "tempering"),
+        ),
         MethodSpec(
             HMCConfig,
             "HMC",
             _hmc,
             _hmc_space,
             move=hmc_move,
+            cheap_warmup=True,
             studies=_ALL_STUDIES,
         ),
-        MethodSpec(MALAConfig, "MALA", _mala, _mala_space, StepTuning("step_size", 0.574, 20.0, _mala_steps)),
+        MethodSpec(
+            MALAConfig,
+            "MALA",
+            _mala,
+            _mala_space,
+            StepTuning("step_size", 0.574, 20.0, _mala_steps),
+            cheap_warmup=True,
+        ),
         MethodSpec(
             PCNConfig,
             "pCN",
@@ -412,9 +443,10 @@ METHODS: dict[str, MethodSpec] = {
             PCN_STEP,
             pcn_move,
             needs_draws=True,
+            cheap_warmup=True,
             studies=("pde",),
         ),
-        MethodSpec(IMHConfig, "IMH", _imh, _imh_space, needs_draws=True),
+        MethodSpec(IMHConfig, "IMH", _imh, _imh_space, needs_draws=True, cheap_warmup=True),
         MethodSpec(
             HPCNConfig,
             "h-pCN",
@@ -431,6 +463,7 @@ METHODS: dict[str, MethodSpec] = {
             _parallel_tempering,
             _ladder_space,
             tempering="swaps",
+            cheap_warmup=True,
             studies=("pde", "tempering"),
         ),
         MethodSpec(
@@ -439,6 +472,7 @@ METHODS: dict[str, MethodSpec] = {
             _tempered_transitions,
             _ladder_space,
             tempering="transitions",
+            cheap_warmup=True,
             studies=("pde", "tempering"),
         ),
         MethodSpec(
@@ -447,6 +481,7 @@ METHODS: dict[str, MethodSpec] = {
             _parallel_tempering,
             _ladder_space,
             tempering="swaps",
+            cheap_warmup=True,
             studies=("tempering",),
         ),
         MethodSpec(
@@ -455,6 +490,7 @@ METHODS: dict[str, MethodSpec] = {
             _tempered_transitions,
             _ladder_space,
             tempering="transitions",
+            cheap_warmup=True,
             studies=("tempering",),
         ),
         MethodSpec(
@@ -464,6 +500,7 @@ METHODS: dict[str, MethodSpec] = {
             _dc_space,
             INNER_PCN_STEP,
             acceptance_key="move_acceptance",
+            cheap_warmup=True,
             studies=("pde", "approximation"),
         ),
         MethodSpec(
@@ -473,6 +510,7 @@ METHODS: dict[str, MethodSpec] = {
             _tt_approx_space,
             INNER_PCN_STEP,
             acceptance_key="tt_acceptance",
+            cheap_warmup=True,
             studies=("pde", "approximation"),
         ),
         MethodSpec(
@@ -483,6 +521,7 @@ METHODS: dict[str, MethodSpec] = {
             StepTuning("latent_step_size", 0.75, 20.0, _ae_hmc_steps),
             needs_draws=True,
             latent=True,
+            cheap_warmup=True,
             studies=("pde", "latent"),
         ),
         MethodSpec(
@@ -493,6 +532,7 @@ METHODS: dict[str, MethodSpec] = {
             StepTuning("pcn_step", 0.3, 3.9, _ae_pcn_steps),
             needs_draws=True,
             latent=True,
+            cheap_warmup=True,
             studies=("pde", "latent"),
         ),
         MethodSpec(

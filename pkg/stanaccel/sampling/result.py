@@ -198,6 +198,7 @@ class SampleResult(Result):
                 if "tuning_summary" in self.reports
                 else {}
             ),
+            **({"warmup": jsonable(self.reports["warmup"])} if "warmup" in self.reports else {}),
         }
 
 

@@ -37,7 +37,17 @@ from stanaccel.stan import StanModel, compile_program
 from stanaccel.stan.nuts import NutsFit, sample_nuts
 from stanaccel.stan.quantities import stan_quantities
 
-SEEDS = ("nuts", "chains", "tuning", "autoencoder", "subsets", "pilot", "optimisation", "quantities")
+SEEDS = (
+    "nuts",
+    "chains",
+    "tuning",
+    "autoencoder",
+    "subsets",
+    "pilot",
+    "optimisation",
+    "quantities",
+    "warmup",
+)
 
 
 def run_sampler(

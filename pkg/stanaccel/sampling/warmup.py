@@ -1,15 +1,35 @@
-"""The NUTS warm-up and what it adapts: the step size, metric, start points and draws the kernels start from.
+"""The warm-up and what it adapts: the step size, metric, start points and draws the kernels start from.
 
 :func:`warm_up` runs Stan's NUTS warm-up, or takes an earlier one
 (:func:`read_warmup`: a ``WarmupState``, a netCDF file written by
 stanaccel, CmdStan CSV files) and, for a method that needs draws, a short
 NUTS pilot from it; it returns the :class:`Adaptation`. A borrowed
 warm-up's recorded time is charged to the run (:func:`charge_borrowed`).
+
+A method whose table entry accepts it (``cheap_warmup``) may instead ask
+(``warmup = "pathfinder"`` or ``"laplace"``) for a cheap warm-up
+(:func:`cheap_warm_up`): a Gaussian fitted by Stan's Pathfinder, or at the
+mode found by Stan's L-BFGS with the Hessian there. Its covariance's
+diagonal is the inverse metric (as NUTS's warm-up adapts a diagonal one),
+its draws are the draws (pCN's reference Gaussian, autoencoder training),
+and distinct draws are the chains' starts. A method that moves with an HMC
+step size then has one adapted by Stan's NUTS with that metric held fixed
+(:data:`STEP_ITERATIONS` iterations, the first phase of NUTS's own
+warm-up). Its diagnostics decide whether the Gaussian is trusted: the Pareto
+k of its draws' importance weights above :data:`PARETO_K_MAX` (Pathfinder's,
+or the Laplace draws', weighed as Stan's ``laplace_sample`` does), or a
+Hessian that is not negative definite or is worse conditioned than
+:data:`CONDITION_MAX`, and NUTS's
+warm-up runs instead, with a :class:`WarmupWarning` naming the diagnostic
+and its value. All of it is charged to the sampler (``charged["warmup"]``;
+a cheap warm-up that was not used, as ``"warmup (<kind>, not used)"``).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import time
+import warnings
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +37,31 @@ import numpy as np
 
 from stanaccel.sampling.config import method_record
 from stanaccel.stan import StanModel
+from stanaccel.stan.errors import StanEvaluationError
 from stanaccel.stan.nuts import NutsFit, WarmupState, sample_nuts
+from stanaccel.stan.optimize import laplace_sample, optimize
+from stanaccel.stan.pathfinder import pathfinder
+
+PARETO_K_MAX = 0.7
+"""A cheap warm-up's Gaussian is used when the Pareto k of its importance weights is at most this: above it
+the weights' tail is too heavy for importance sampling to be reliable (Vehtari, Simpson, Gelman, Yao and
+Gabry, "Pareto smoothed importance sampling", JMLR 25, 2024; Stan's Pathfinder warns at the same value)."""
+
+CONDITION_MAX = 1e10
+"""The Laplace Gaussian is used when the negative Hessian's condition number is at most this: beyond it
+the Hessian's finite differences (relative error about 1e-6 or worse) leave the smallest curvature
+unresolved, so the covariance in that direction is noise."""
+
+STEP_ITERATIONS = 100
+"""Iterations of Stan's NUTS adapting only the step size, with the cheap warm-up's metric held fixed,
+for a method that moves with an HMC step size (charged as part of the warm-up)."""
+
+GAUSSIAN_DRAWS = 1000
+"""Draws kept from the cheap warm-up's Gaussian (Pathfinder's PSIS draws, Laplace draws)."""
+
+
+class WarmupWarning(UserWarning):
+    """A cheap warm-up's Gaussian was not good enough: NUTS's warm-up ran instead."""
 
 
 @dataclass
@@ -57,6 +101,10 @@ class Adaptation:
     laplace: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
     whitened: bool = False
     warmup_state: WarmupState | None = None
+    warmup: str = "nuts"
+    """The warm-up that made it: "nuts", "pathfinder" or "laplace"."""
+    report: dict[str, Any] = field(default_factory=dict)
+    """What the warm-up reports: its kind, diagnostics (Pareto k, condition number), a fallback."""
 
     @property
     def covariance(self) -> np.ndarray:
@@ -75,7 +123,9 @@ class Adaptation:
         if self.whitened:
             tuned["prior_sd"] = 1.0
         if self.step_size is not None:
-            tuned.update(step_size=self.step_size, scale=2.38 / np.sqrt(dim))
+            tuned["step_size"] = self.step_size
+        if self.step_size is not None or self.warmup != "nuts":  # the metric is the posterior's scale
+            tuned["scale"] = 2.38 / np.sqrt(dim)
         return tuned
 
     def gaussian(self) -> tuple[np.ndarray, np.ndarray]:
@@ -122,6 +172,152 @@ def read_warmup(source: WarmupState | str | Path | list, model: StanModel) -> Wa
 
 
 def warm_up(model, config, seeds, warmup_from, progress, say, charged, checkpoint=None) -> Adaptation:
+    """The warm-up ``config`` asks for (or an earlier one) and what it adapts; its time goes in ``charged``.
+
+    A cheap warm-up whose diagnostics reject its Gaussian is followed by
+    Stan's NUTS warm-up (1000 iterations); the Adaptation's ``report`` says so.
+    """
+    report: dict[str, Any] = {}
+    if config.warmup_kind != "nuts" and warmup_from is None:
+        adaptation, report = cheap_warm_up(model, config, seeds, progress, say, charged)
+        if adaptation is not None:
+            return adaptation
+        config = config.replace(warmup=DEFAULT_NUTS_WARMUP)
+    adaptation = nuts_warm_up(model, config, seeds, warmup_from, progress, say, charged, checkpoint)
+    adaptation.report = report
+    return adaptation
+
+
+def cheap_warm_up(model, config, seeds, progress, say, charged) -> tuple[Adaptation | None, dict[str, Any]]:
+    """A Gaussian by Pathfinder or Laplace, and the Adaptation from it; None when its diagnostics reject it.
+
+    Returns the Adaptation (None: NUTS's warm-up must run) and the report
+    (the warm-up asked for, its diagnostics, its seconds, and the one used).
+    """
+    kind = config.warmup_kind
+    start = time.perf_counter()
+    report: dict[str, Any] = {"warmup": kind}
+    try:
+        fit = _gaussian(model, kind, seeds["warmup"], progress, say, report)
+    except StanEvaluationError as error:  # every path failed, or L-BFGS did
+        fit = f"{'Pathfinder' if kind == 'pathfinder' else 'L-BFGS'} failed ({str(error).splitlines()[0]})"
+    seconds = time.perf_counter() - start
+    report["seconds"] = seconds
+    if isinstance(fit, str):
+        charged[f"warmup ({kind}, not used)"] = seconds
+        report["used"] = "nuts"
+        report["fallback"] = fit
+        message = (
+            f"warmup = {kind!r}: {fit}, so its Gaussian is not trusted; Stan's NUTS warm-up runs instead "
+            f"({DEFAULT_NUTS_WARMUP} iterations; the {seconds:.1f} s spent are charged)"
+        )
+        warnings.warn(message, WarmupWarning, stacklevel=2)
+        say(message)
+        return None, report
+    draws, covariance = fit
+    report["used"] = kind
+    inv_metric = np.diag(covariance).copy()
+    starts = _distinct(draws, config.chains, seeds["warmup"])
+    step_size = state = None
+    spec = method_record(config.method)
+    if spec.uses_step_size(config) and "step_size" not in config.user_keys():
+        say(f"step size: Stan's NUTS, {STEP_ITERATIONS} iterations adapting only it, the metric fixed")
+        fit = sample_nuts(
+            model,
+            chains=config.chains,
+            warmup=STEP_ITERATIONS,
+            draws=0,
+            inits=starts,
+            inv_metric=inv_metric,
+            init_buffer=STEP_ITERATIONS,
+            term_buffer=0,
+            window=0,
+            seed=seeds["warmup"],
+            progress=progress,
+        )
+        if fit.interrupted:
+            raise KeyboardInterrupt
+        steps = np.array([averaged_step(a) for a in fit.warmup_sample_stats["acceptance_rate"]])
+        starts = fit.last_unconstrained()
+        state = WarmupState(steps, np.repeat(inv_metric[None], config.chains, axis=0), "diag", starts)
+        step_size = float(np.median(steps))
+        report["step_size"] = step_size
+    seconds = time.perf_counter() - start
+    report["seconds"] = seconds
+    charged["warmup"] = seconds
+    if state is not None:
+        state.seconds = seconds
+    return (
+        Adaptation(
+            step_size, inv_metric, starts, draws, sum(charged.values()), warmup_state=state, warmup=kind,
+            report=report,
+        ),
+        report,
+    )  # fmt: skip
+
+
+def averaged_step(acceptance: np.ndarray, initial: float = 1.0, delta: float = 0.8) -> float:
+    """The step size Stan's dual averaging ends a NUTS warm-up with, replayed from its acceptance statistics.
+
+    Stan's ``stepsize_adaptation`` (Hoffman and Gelman 2014, with Stan's
+    gamma 0.05, kappa 0.75, t0 10 and mu = log(10 x the initial step)):
+    s_t = (1 - 1/(t + t0)) s_{t-1} + (delta - a_t) / (t + t0), x_t = mu -
+    sqrt(t) s_t / gamma, x_bar_t = (1 - t^-kappa) x_bar_{t-1} + t^-kappa x_t,
+    and the warm-up ends with exp(x_bar). It is replayed here because Stan's
+    windowed adaptation cannot adapt the step alone: with the whole run one
+    initial buffer, the one metric window ends at its last iteration,
+    replacing the metric with an estimate from no draws and restarting the
+    averaging (Stan's own final step would then be 1).
+    """
+    gamma, kappa, t0 = 0.05, 0.75, 10.0
+    mu, s_bar, x_bar = np.log(10 * initial), 0.0, 0.0
+    for t, a in enumerate(np.minimum(np.asarray(acceptance, dtype=float), 1.0), start=1):
+        s_bar += (delta - a - s_bar) / (t + t0)
+        x = mu - np.sqrt(t) * s_bar / gamma
+        x_bar += (x - x_bar) * t**-kappa
+    return float(np.exp(x_bar))
+
+
+def _gaussian(model, kind, seed, progress, say, report) -> tuple[np.ndarray, np.ndarray] | str:
+    """The cheap warm-up's (draws, covariance), or why its Gaussian is not trusted; fills ``report``."""
+    name = model.name.removesuffix("_model")
+    if kind == "pathfinder":
+        say(f"Stan's Pathfinder on {name} (the warm-up)")
+        fit = pathfinder(model, seed=seed, psis_draws=GAUSSIAN_DRAWS, progress=progress)
+        if fit.interrupted:
+            raise KeyboardInterrupt
+        report.update(pareto_k=fit.pareto_k, gradient_evaluations=fit.gradient_evaluations)
+        if not fit.pareto_k <= PARETO_K_MAX:
+            return f"Pathfinder's Pareto k is {fit.pareto_k:.2f}, above {PARETO_K_MAX}"
+        say(f"Pathfinder: Pareto k {fit.pareto_k:.2f}, {fit.gradient_evaluations} log density evaluations")
+        return fit.draws, fit.gaussian()[1]
+    say(f"Laplace approximation of {name} (the warm-up): the mode by Stan's L-BFGS, the Hessian there")
+    mode = optimize(model, seed=seed, jacobian=True, progress=progress)
+    report.update(condition_number=mode.condition_number(), iterations=mode.iterations)
+    problem = mode.hessian_problem(CONDITION_MAX)
+    if problem is not None:
+        return problem
+    laplace = laplace_sample(model, mode, GAUSSIAN_DRAWS, seed=seed)
+    report["pareto_k"] = laplace.pareto_k
+    if not laplace.pareto_k <= PARETO_K_MAX:
+        return f"the Laplace approximation's Pareto k is {laplace.pareto_k:.2f}, above {PARETO_K_MAX}"
+    say(f"Laplace: mode found in {mode.iterations} L-BFGS iterations, the Hessian's condition number "
+        f"{report['condition_number']:.3g}, Pareto k {laplace.pareto_k:.2f}")  # fmt: skip
+    return laplace.draws, mode.covariance()
+
+
+def _distinct(draws: np.ndarray, n: int, seed: int) -> np.ndarray:
+    """``n`` distinct rows of ``draws`` (PSIS resampling repeats some), chosen at random."""
+    unique = np.unique(draws, axis=0)
+    rng = np.random.default_rng([seed, 0x57A2])
+    return unique[rng.choice(len(unique), size=n, replace=len(unique) < n)]
+
+
+DEFAULT_NUTS_WARMUP = 1000
+"""NUTS warm-up iterations after a cheap warm-up was not good enough (the ``warmup`` setting's default)."""
+
+
+def nuts_warm_up(model, config, seeds, warmup_from, progress, say, charged, checkpoint=None) -> Adaptation:
     """Stan's NUTS warm-up (or an earlier one) and what it adapts; its time is added to ``charged``."""
     train_from = getattr(config, "train_from", 0.5)
     if warmup_from is None:

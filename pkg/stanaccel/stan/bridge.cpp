@@ -5,8 +5,10 @@
 // `new_model`), so a new Stan program only costs the compile of its own code.
 // It exposes one class, `Model`, holding a live model instance: log density
 // and gradient without copies and without the GIL, constrain/unconstrain, and
-// Stan's own NUTS services with in-memory writers. Errors cross as the Python
-// exception types of `stanaccel.stan.errors`.
+// Stan's own services with in-memory writers: NUTS (`NutsChain`), one path of
+// Pathfinder (`PathfinderPath`) and L-BFGS optimisation with the Hessian at
+// the mode (`Optimization`). Errors cross as the Python exception types of
+// `stanaccel.stan.errors`.
 
 #include <stan/io/empty_var_context.hpp>
 #include <stan/io/json/json_data.hpp>
@@ -16,6 +18,9 @@
 #include <stan/services/sample/hmc_nuts_dense_e_adapt.hpp>
 #include <stan/services/sample/hmc_nuts_diag_e.hpp>
 #include <stan/services/sample/hmc_nuts_diag_e_adapt.hpp>
+#include <stan/services/optimize/lbfgs.hpp>
+#include <stan/services/pathfinder/single.hpp>
+#include <stan/math/rev/functor/finite_diff_hessian_auto.hpp>
 
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
@@ -430,6 +435,201 @@ class NutsChain {
   }
 };
 
+
+// What every service run reports: the logger's messages, an error, whether it was stopped, its seconds.
+struct service_run {
+  progress_interrupt interrupt;
+  message_logger logger;
+  bool stopped = false;
+  std::string error;
+  double seconds = 0;
+
+  // Run `body` (GIL released by the caller), turning exceptions, stops and error codes into fields.
+  template <typename F>
+  void guard(F &&body) {
+    ensure_autodiff_stack();
+    auto start = std::chrono::steady_clock::now();
+    int code = 0;
+    try {
+      code = body();
+    } catch (const interrupted &) {
+      stopped = true;
+    } catch (const std::exception &e) {
+      error = e.what();
+    }
+    if (interrupt.stop.load()) {
+      stopped = true;
+      error.clear();
+      code = 0;
+    }
+    if (code != 0 && error.empty())
+      error = logger.messages.empty() ? "Stan's service returned error code " + std::to_string(code)
+                                      : logger.messages.back();
+    stan::math::recover_memory();
+    std::chrono::duration<double> elapsed = std::chrono::steady_clock::now() - start;
+    seconds = elapsed.count();
+  }
+
+  void report(py::dict &out) const {
+    out["messages"] = logger.messages;
+    out["interrupted"] = stopped;
+    out["error"] = error;
+    out["seconds"] = seconds;
+  }
+};
+
+py::array_t<double> matrix_to_numpy(const Eigen::MatrixXd &m) {
+  py::array_t<double> out({m.rows(), m.cols()});
+  Eigen::Map<Eigen::Matrix<double, -1, -1, Eigen::RowMajor>>(out.mutable_data(), m.rows(), m.cols()) = m;
+  return out;
+}
+
+// One path of Stan's Pathfinder (`pathfinder_lbfgs_single`), returning its
+// draws and their log density ratios. Python runs the paths in parallel
+// threads and does the multi-path PSIS resampling, which gives Pareto k (the
+// multi-path service only logs k above 0.7, and runs its paths on TBB
+// workers, which have no autodiff tape here).
+class PathfinderPath {
+ public:
+  PathfinderPath(const Model &model, py::dict settings) : model_(model), settings_(std::move(settings)) {}
+
+  long iterations() const { return run_.interrupt.iterations.load(); }
+  void request_stop() { run_.interrupt.stop.store(true); }
+
+  void run() {
+    auto s = [&](const char *k) { return settings_[k]; };
+    const std::string init_json = s("init").cast<std::string>();
+    const unsigned int seed = s("seed").cast<unsigned int>();
+    const unsigned int path = s("path").cast<unsigned int>();
+    const double init_radius = s("init_radius").cast<double>();
+    const int history_size = s("history_size").cast<int>();
+    const double init_alpha = s("init_alpha").cast<double>();
+    const double tol_obj = s("tol_obj").cast<double>();
+    const double tol_rel_obj = s("tol_rel_obj").cast<double>();
+    const double tol_grad = s("tol_grad").cast<double>();
+    const double tol_rel_grad = s("tol_rel_grad").cast<double>();
+    const double tol_param = s("tol_param").cast<double>();
+    const int num_iterations = s("num_iterations").cast<int>();
+    const int num_elbo_draws = s("num_elbo_draws").cast<int>();
+    const int num_draws = s("num_draws").cast<int>();
+    std::istringstream init_in(init_json);
+    py::gil_scoped_release release;
+    run_.guard([&] {
+      stan::json::json_data init(init_in);
+      stan::callbacks::writer init_writer, parameter_writer;
+      stan::callbacks::structured_writer diagnostic_writer;
+      auto out = stan::services::pathfinder::pathfinder_lbfgs_single<true>(
+          model_.model(), init, seed, path, init_radius, history_size, init_alpha, tol_obj, tol_rel_obj,
+          tol_grad, tol_rel_grad, tol_param, num_iterations, num_elbo_draws, num_draws, false, 0, run_.interrupt,
+          run_.logger, init_writer, parameter_writer, diagnostic_writer, true);
+      lp_ratio_ = std::get<1>(out).matrix();
+      draws_ = std::get<2>(out).transpose();
+      evaluations_ = std::get<3>(out);
+      return std::get<0>(out);
+    });
+  }
+
+  py::dict result() const {
+    py::dict out;
+    std::vector<std::string> names{"lp_approx__", "lp__"};
+    model_.model().constrained_param_names(names, true, true);
+    out["names"] = names;
+    out["draws"] = matrix_to_numpy(draws_);
+    out["lp_ratio"] = matrix_to_numpy(lp_ratio_);
+    out["evaluations"] = evaluations_;
+    run_.report(out);
+    return out;
+  }
+
+ private:
+  const Model &model_;
+  py::dict settings_;
+  service_run run_;
+  Eigen::MatrixXd draws_, lp_ratio_;
+  std::size_t evaluations_ = 0;
+};
+
+// Stan's L-BFGS optimisation (the `optimize` service), with or without the
+// Jacobian, then the Hessian at the mode by finite differences of gradients
+// (`finite_diff_hessian_auto`, as Stan's `laplace_sample` service computes it).
+class Optimization {
+ public:
+  Optimization(const Model &model, py::dict settings) : model_(model), settings_(std::move(settings)) {}
+
+  long iterations() const { return run_.interrupt.iterations.load(); }
+  void request_stop() { run_.interrupt.stop.store(true); }
+
+  void run() {
+    auto s = [&](const char *k) { return settings_[k]; };
+    const std::string init_json = s("init").cast<std::string>();
+    const bool jacobian = s("jacobian").cast<bool>();
+    const unsigned int seed = s("seed").cast<unsigned int>();
+    const unsigned int chain = s("chain").cast<unsigned int>();
+    const double init_radius = s("init_radius").cast<double>();
+    const int history_size = s("history_size").cast<int>();
+    const double init_alpha = s("init_alpha").cast<double>();
+    const double tol_obj = s("tol_obj").cast<double>();
+    const double tol_rel_obj = s("tol_rel_obj").cast<double>();
+    const double tol_grad = s("tol_grad").cast<double>();
+    const double tol_rel_grad = s("tol_rel_grad").cast<double>();
+    const double tol_param = s("tol_param").cast<double>();
+    const int num_iterations = s("num_iterations").cast<int>();
+    std::istringstream init_in(init_json);
+    py::gil_scoped_release release;
+    run_.guard([&] {
+      stan::json::json_data init(init_in);
+      stan::callbacks::writer init_writer;
+      stan::model::model_base &m = model_.model();
+      int code = jacobian ? stan::services::optimize::lbfgs<stan::model::model_base, true>(
+                                m, init, seed, chain, init_radius, history_size, init_alpha, tol_obj,
+                                tol_rel_obj, tol_grad, tol_rel_grad, tol_param, num_iterations, false, 0,
+                                run_.interrupt, run_.logger, init_writer, writer_)
+                          : stan::services::optimize::lbfgs<stan::model::model_base, false>(
+                                m, init, seed, chain, init_radius, history_size, init_alpha, tol_obj,
+                                tol_rel_obj, tol_grad, tol_rel_grad, tol_param, num_iterations, false, 0,
+                                run_.interrupt, run_.logger, init_writer, writer_);
+      if (code != 0 || writer_.rows.empty()) return code;
+      const std::vector<double> &row = writer_.rows.back();
+      std::vector<std::string> names;
+      m.constrained_param_names(names, false, false);
+      Eigen::VectorXd constrained = Eigen::Map<const Eigen::VectorXd>(row.data() + 1, names.size());
+      m.unconstrain_array(constrained, mode_, nullptr);
+      std::stringstream msgs;
+      auto log_density = [&](const Eigen::Matrix<stan::math::var, -1, 1> &theta) {
+        auto &t = const_cast<Eigen::Matrix<stan::math::var, -1, 1> &>(theta);
+        return jacobian ? m.template log_prob<true, true, stan::math::var>(t, &msgs)
+                        : m.template log_prob<true, false, stan::math::var>(t, &msgs);
+      };
+      stan::math::internal::finite_diff_hessian_auto(log_density, mode_, log_density_, gradient_, hessian_);
+      return code;
+    });
+  }
+
+  py::dict result() const {
+    py::dict out;
+    out["names"] = writer_.names;
+    out["rows"] = writer_.rows;
+    Eigen::MatrixXd mode = mode_;
+    out["mode"] = matrix_to_numpy(mode);
+    out["log_density"] = log_density_;
+    Eigen::MatrixXd gradient = gradient_;
+    out["gradient"] = matrix_to_numpy(gradient);
+    out["hessian"] = matrix_to_numpy(hessian_);
+    out["iterations"] = iterations();
+    run_.report(out);
+    return out;
+  }
+
+ private:
+  const Model &model_;
+  py::dict settings_;
+  service_run run_;
+  table_writer writer_;
+  Eigen::VectorXd mode_, gradient_;
+  Eigen::MatrixXd hessian_;
+  double log_density_ = std::nan("");
+};
+
 }  // namespace
 
 // Each built program gets a module of its own name (see compiler.py): a
@@ -471,6 +671,20 @@ void define_module(py::module_ &m) {
       .def("iterations", &NutsChain::iterations)
       .def("request_stop", &NutsChain::request_stop)
       .def("result", &NutsChain::result);
+
+  py::class_<PathfinderPath>(m, "PathfinderPath", py::module_local())
+      .def(py::init<const Model &, py::dict>(), py::arg("model"), py::arg("settings"), py::keep_alive<1, 2>())
+      .def("run", &PathfinderPath::run)
+      .def("iterations", &PathfinderPath::iterations)
+      .def("request_stop", &PathfinderPath::request_stop)
+      .def("result", &PathfinderPath::result);
+
+  py::class_<Optimization>(m, "Optimization", py::module_local())
+      .def(py::init<const Model &, py::dict>(), py::arg("model"), py::arg("settings"), py::keep_alive<1, 2>())
+      .def("run", &Optimization::run)
+      .def("iterations", &Optimization::iterations)
+      .def("request_stop", &Optimization::request_stop)
+      .def("result", &Optimization::result);
 }
 
 extern "C" PyObject *stanaccel_create_module(const char *name) {

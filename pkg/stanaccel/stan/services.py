@@ -79,3 +79,34 @@ def init_texts(model: StanModel, inits: Any, chains: int) -> list[str]:
         values = unflatten(model.param_constrain(point), variables)
         texts.append(data_to_json(values))
     return texts
+
+
+def run_threads(runs: list, label: str, total: int, progress: bool) -> bool:
+    """Run service objects (``NutsChain``, ``PathfinderPath``, ``Optimization``) in parallel threads.
+
+    Each ``run.run()`` releases the GIL, so the runs use a core each. A bar
+    per run shows its iterations (of ``total``) on a terminal. On Ctrl-C
+    every run is asked to stop and this returns True once they have.
+    """
+    import threading
+    import time
+
+    from stanaccel.progress import ChainBars
+
+    threads = [threading.Thread(target=run.run, daemon=True) for run in runs]
+    for thread in threads:
+        thread.start()
+    bars = ChainBars([total] * len(runs), label, progress, unit="it")
+    try:
+        while any(t.is_alive() for t in threads):
+            time.sleep(0.02)
+            bars.update([r.iterations() for r in runs])
+        return False
+    except KeyboardInterrupt:
+        for run in runs:
+            run.request_stop()
+        for t in threads:
+            t.join()
+        return True
+    finally:
+        bars.close()

@@ -1,0 +1,250 @@
+"""Stan's L-BFGS optimisation: the posterior mode, the Hessian there, and the Laplace approximation.
+
+:func:`optimize` runs Stan's ``optimize::lbfgs`` service (with the Jacobian
+of the constraining transform by default, so the mode is that of the density
+on the unconstrained scale that the samplers see), then computes the Hessian
+at the mode by finite differences of Stan gradients
+(``finite_diff_hessian_auto``, as Stan's ``laplace_sample`` service does).
+The Gaussian N(mode, (-H)^-1) is the Laplace approximation; :meth:`Mode.draws`
+samples it, and :func:`laplace_sample` also weighs its draws against the
+model (log p - log q, as Stan's ``laplace_sample`` writes them) for the
+Pareto k that says how good it is.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from stanaccel.stan.errors import StanEvaluationError
+from stanaccel.stan.model import StanModel
+from stanaccel.stan.pathfinder import psis
+from stanaccel.stan.services import init_texts, run_threads
+
+
+@dataclass
+class OptimizeSettings:
+    """Settings of Stan's L-BFGS optimiser, with CmdStan's defaults."""
+
+    seed: int = 1
+    init_radius: float = 2.0
+    history_size: int = 5
+    init_alpha: float = 0.001
+    tol_obj: float = 1e-12
+    tol_rel_obj: float = 1e4
+    tol_grad: float = 1e-8
+    tol_rel_grad: float = 1e7
+    tol_param: float = 1e-8
+    iterations: int = 2000
+
+    def check(self) -> None:
+        """Raise ValueError naming the first setting out of range."""
+        for name in ("history_size", "iterations"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"optimize's {name} must be at least 1, not {getattr(self, name)}")
+        if not 0 <= self.seed < 2**32:
+            raise ValueError(f"seed must be in [0, 2**32), not {self.seed}")
+
+
+@dataclass
+class Mode:
+    """The mode found by L-BFGS and the Hessian there.
+
+    Attributes
+    ----------
+    point : ndarray (dim,)
+        The mode, unconstrained.
+    log_density : float
+        The log density there (up to a constant; with the Jacobian if asked).
+    gradient : ndarray (dim,)
+        The gradient there (near zero at a mode).
+    hessian : ndarray (dim, dim)
+        The Hessian there, by finite differences of gradients.
+    jacobian : bool
+        Whether the density included the Jacobian of the constraining transform.
+    iterations : int
+        L-BFGS iterations.
+    seconds : float
+        Wall time of the optimisation and the Hessian.
+    messages : list of str
+        Stan's log messages.
+    """
+
+    point: np.ndarray
+    log_density: float
+    gradient: np.ndarray
+    hessian: np.ndarray
+    jacobian: bool
+    iterations: int
+    seconds: float
+    messages: list[str]
+
+    def covariance(self) -> np.ndarray:
+        """The Laplace approximation's covariance, (-H)^-1.
+
+        Raises
+        ------
+        ValueError
+            The Hessian is not negative definite (no Gaussian fits here).
+        """
+        problem = self.hessian_problem()
+        if problem:
+            raise ValueError(f"no Laplace approximation at this mode: {problem}")
+        return np.linalg.inv(-self.symmetric_hessian())
+
+    def symmetric_hessian(self) -> np.ndarray:
+        """The Hessian made exactly symmetric (finite differences leave it nearly so)."""
+        return 0.5 * (self.hessian + self.hessian.T)
+
+    def condition_number(self) -> float:
+        """The condition number of -H (inf when it is not positive definite)."""
+        eigenvalues = np.linalg.eigvalsh(-self.symmetric_hessian())
+        if not np.all(np.isfinite(eigenvalues)) or eigenvalues[0] <= 0:
+            return float("inf")
+        return float(eigenvalues[-1] / eigenvalues[0])
+
+    def hessian_problem(self, max_condition: float = 1e10) -> str | None:
+        """Why the Hessian gives no sound Gaussian, or None when it does.
+
+        Not finite, not negative definite (its largest eigenvalue given), or
+        condition number above ``max_condition``.
+        """
+        hessian = self.symmetric_hessian()
+        if not np.all(np.isfinite(hessian)):
+            return "the Hessian has non-finite entries"
+        eigenvalues = np.linalg.eigvalsh(-hessian)
+        if eigenvalues[0] <= 0:
+            return f"the Hessian is not negative definite (largest eigenvalue {-eigenvalues[0]:.3g})"
+        condition = eigenvalues[-1] / eigenvalues[0]
+        if condition > max_condition:
+            return (
+                f"the Hessian is badly conditioned (condition number {condition:.3g} > {max_condition:.0e})"
+            )
+        return None
+
+    def draws(self, n: int, seed: int = 1) -> np.ndarray:
+        """``n`` draws (unconstrained) from the Laplace approximation N(mode, (-H)^-1)."""
+        rng = np.random.default_rng([seed, 0x1A91])
+        return rng.multivariate_normal(self.point, self.covariance(), size=n, method="cholesky")
+
+
+def optimize(
+    model: StanModel, *, init: Any = None, jacobian: bool = True, progress: bool = False, **settings: Any
+) -> Mode:
+    """Find the posterior mode by Stan's L-BFGS, and the Hessian there.
+
+    Parameters
+    ----------
+    model : StanModel
+        The posterior.
+    init : None, dict or ndarray
+        The start: None for Stan's random init, a dict of constrained values,
+        or an unconstrained point (dim,).
+    jacobian : bool
+        Include the Jacobian of the constraining transform: the mode of the
+        density on the unconstrained scale (what a Laplace approximation for
+        the samplers needs). False gives the maximum a posteriori estimate of
+        the constrained parameters, as CmdStan's ``optimize`` does by default.
+    progress : bool
+        Show a bar (L-BFGS iterations) on a terminal.
+    **settings
+        Fields of :class:`OptimizeSettings`.
+
+    Returns
+    -------
+    Mode
+
+    Raises
+    ------
+    StanEvaluationError
+        The optimisation failed (Stan's message); KeyboardInterrupt if stopped.
+    """
+    config = OptimizeSettings(**settings)
+    config.check()
+    text = init_texts(model, init, 1)[0]
+    run = model.program.module.Optimization(model._model, _settings(config, text, jacobian))
+    if run_threads([run], "L-BFGS", config.iterations, progress):
+        raise KeyboardInterrupt
+    r = run.result()
+    if r["interrupted"]:
+        raise KeyboardInterrupt
+    if r["error"]:
+        detail = "\n".join(r["messages"][-10:])
+        raise StanEvaluationError(f"L-BFGS optimisation failed: {r['error']}\n{detail}".strip())
+    return Mode(
+        point=np.ravel(r["mode"]),
+        log_density=float(r["log_density"]),
+        gradient=np.ravel(r["gradient"]),
+        hessian=np.atleast_2d(r["hessian"]),
+        jacobian=jacobian,
+        iterations=int(r["iterations"]),
+        seconds=float(r["seconds"]),
+        messages=list(r["messages"]),
+    )
+
+
+@dataclass
+class LaplaceDraws:
+    """Draws of the Laplace approximation, weighed against the model.
+
+    Attributes
+    ----------
+    draws : ndarray (n, dim)
+        Unconstrained draws of N(mode, (-H)^-1).
+    log_density : ndarray (n,)
+        The model's log density there (with the mode's Jacobian choice).
+    pareto_k : float
+        The Pareto k of the importance weights p / q: above 0.7 the Gaussian
+        misses the posterior's tails (it is too narrow somewhere).
+    """
+
+    draws: np.ndarray
+    log_density: np.ndarray
+    pareto_k: float
+
+
+def laplace_sample(model: StanModel, mode: Mode, n: int = 1000, seed: int = 1) -> LaplaceDraws:
+    """``n`` draws of the Laplace approximation at ``mode``, their log densities and Pareto k.
+
+    Raises
+    ------
+    ValueError
+        The Hessian is not negative definite (no Gaussian fits at the mode).
+    """
+    covariance = mode.covariance()
+    draws = mode.draws(n, seed)
+    log_p = np.array([_log_density(model, d, mode.jacobian) for d in draws])
+    deviation = draws - mode.point
+    log_q = -0.5 * np.einsum("ij,ij->i", deviation @ np.linalg.inv(covariance), deviation)
+    finite = np.isfinite(log_p)
+    pareto_k = psis(log_p[finite] - log_q[finite])[1] if finite.sum() > 1 else float("inf")
+    return LaplaceDraws(draws, log_p, pareto_k)
+
+
+def _log_density(model: StanModel, point: np.ndarray, jacobian: bool) -> float:
+    """The log density at ``point``, -inf where the model cannot evaluate it."""
+    try:
+        return model.log_density(point, propto=False, jacobian=jacobian)
+    except StanEvaluationError:
+        return -np.inf
+
+
+def _settings(config: OptimizeSettings, init: str, jacobian: bool) -> dict:
+    """The settings of the service call (``Optimization``)."""
+    return {
+        "init": init,
+        "jacobian": bool(jacobian),
+        "seed": int(config.seed),
+        "chain": 1,
+        "init_radius": float(config.init_radius),
+        "history_size": int(config.history_size),
+        "init_alpha": float(config.init_alpha),
+        "tol_obj": float(config.tol_obj),
+        "tol_rel_obj": float(config.tol_rel_obj),
+        "tol_grad": float(config.tol_grad),
+        "tol_rel_grad": float(config.tol_rel_grad),
+        "tol_param": float(config.tol_param),
+        "num_iterations": int(config.iterations),
+    }

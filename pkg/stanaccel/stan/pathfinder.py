@@ -1,0 +1,186 @@
+"""Stan's Pathfinder: a Gaussian approximation of the posterior from a few L-BFGS paths.
+
+Each path runs Stan's ``pathfinder_lbfgs_single`` service (Zhang, Carpenter,
+Gelman and Vehtari, JMLR 2022) in its own thread (the bridge releases the
+GIL): L-BFGS from a random start, a Gaussian at each iterate, the one with
+the best ELBO kept, and ``draws`` draws from it with their log density
+ratios. As Stan's multi-path service does, the paths' draws are then pooled
+and resampled by Pareto-smoothed importance sampling; here PSIS is ArviZ's
+(:func:`arviz.psislw`, the same tail length as Stan's), which also gives the
+Pareto k that says how good the approximation is: above 0.7 the importance
+weights have too heavy a tail to trust (Vehtari, Simpson, Gelman, Yao and
+Gabry, "Pareto smoothed importance sampling", JMLR 25, 2024; Stan's
+``psis.hpp`` warns at the same value).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from stanaccel.stan.errors import StanEvaluationError
+from stanaccel.stan.model import StanModel
+from stanaccel.stan.services import init_texts, run_threads
+
+
+@dataclass
+class PathfinderSettings:
+    """Settings of Stan's Pathfinder, with CmdStan's defaults (``num_paths`` = 4)."""
+
+    paths: int = 4
+    draws: int = 1000
+    """Draws per path, before resampling."""
+    psis_draws: int = 1000
+    """Draws kept by importance resampling over all paths."""
+    seed: int = 1
+    init_radius: float = 2.0
+    history_size: int = 5
+    init_alpha: float = 0.001
+    tol_obj: float = 1e-12
+    tol_rel_obj: float = 1e4
+    tol_grad: float = 1e-8
+    tol_rel_grad: float = 1e7
+    tol_param: float = 1e-8
+    iterations: int = 1000
+    elbo_draws: int = 25
+
+    def check(self) -> None:
+        """Raise ValueError naming the first setting out of range."""
+        for name in ("paths", "draws", "psis_draws", "history_size", "iterations", "elbo_draws"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"pathfinder's {name} must be at least 1, not {getattr(self, name)}")
+        if not 0 <= self.seed < 2**32:
+            raise ValueError(f"seed must be in [0, 2**32), not {self.seed}")
+
+
+@dataclass
+class PathfinderFit:
+    """What Pathfinder found.
+
+    Attributes
+    ----------
+    draws : ndarray (psis_draws, dim)
+        Unconstrained draws, resampled by PSIS from all paths' draws.
+    log_density : ndarray (psis_draws,)
+        The model's log density (with Jacobian) at each draw.
+    path_draws : ndarray (paths * draws, dim)
+        Every path's unconstrained draws before resampling.
+    pareto_k : float
+        The Pareto k of the pooled importance weights: above 0.7 the
+        approximation is poor.
+    gradient_evaluations : int
+        Log density (and gradient) evaluations of all paths together.
+    seconds : float
+        Wall time of the run, the pooling and resampling included.
+    messages : list of str
+        Stan's log messages, per path in order.
+    interrupted : bool
+        Stopped by Ctrl-C (the fit holds what the paths had when stopped).
+    """
+
+    draws: np.ndarray
+    log_density: np.ndarray
+    path_draws: np.ndarray
+    pareto_k: float
+    gradient_evaluations: int
+    seconds: float
+    messages: list[str]
+    interrupted: bool = False
+
+    def gaussian(self) -> tuple[np.ndarray, np.ndarray]:
+        """Mean and covariance of the resampled draws."""
+        return self.draws.mean(axis=0), np.atleast_2d(np.cov(self.draws, rowvar=False))
+
+
+def pathfinder(
+    model: StanModel, *, inits: Any = None, progress: bool = False, **settings: Any
+) -> PathfinderFit:
+    """Run Stan's multi-path Pathfinder on a model.
+
+    Parameters
+    ----------
+    model : StanModel
+        The posterior.
+    inits : None, dict, list of dict, or ndarray
+        Start points, one per path (as :func:`stanaccel.stan.nuts.sample_nuts`
+        takes them); None for Stan's random inits.
+    progress : bool
+        Show a bar per path (L-BFGS iterations) on a terminal.
+    **settings
+        Fields of :class:`PathfinderSettings`.
+
+    Returns
+    -------
+    PathfinderFit
+
+    Raises
+    ------
+    StanEvaluationError
+        Every path failed (the message gives Stan's last messages).
+    """
+    config = PathfinderSettings(**settings)
+    config.check()
+    start = time.perf_counter()
+    texts = init_texts(model, inits, config.paths)
+    runs = [
+        model.program.module.PathfinderPath(model._model, _path_settings(config, p, texts[p]))
+        for p in range(config.paths)
+    ]
+    interrupted = run_threads(runs, "Pathfinder", config.iterations, progress)
+    results = [run.result() for run in runs]
+    messages = [m for r in results for m in r["messages"]]
+    good = [r for r in results if not r["error"] and len(r["draws"])]
+    if not good:
+        detail = "\n".join(messages[-10:])
+        raise StanEvaluationError(f"every Pathfinder path failed: {results[0]['error']}\n{detail}".strip())
+    width = model.param_num()
+    constrained = np.concatenate([r["draws"][:, 2 : 2 + width] for r in good])
+    log_p = np.concatenate([r["draws"][:, 1] for r in good])
+    log_ratio = np.concatenate([r["lp_ratio"].ravel() for r in good])
+    unconstrained = np.array([model.param_unconstrain(row) for row in constrained])
+    finite = np.isfinite(log_ratio)
+    log_weights, pareto_k = psis(log_ratio[finite])
+    rng = np.random.default_rng([config.seed, 0x9A7F])
+    weights = np.exp(log_weights - log_weights.max())
+    chosen = rng.choice(int(finite.sum()), size=config.psis_draws, p=weights / weights.sum())
+    return PathfinderFit(
+        draws=unconstrained[finite][chosen],
+        log_density=log_p[finite][chosen],
+        path_draws=unconstrained,
+        pareto_k=pareto_k,
+        gradient_evaluations=int(sum(r["evaluations"] for r in results)),
+        seconds=time.perf_counter() - start,
+        messages=messages,
+        interrupted=interrupted or any(r["interrupted"] for r in results),
+    )
+
+
+def psis(log_ratio: np.ndarray) -> tuple[np.ndarray, float]:
+    """Pareto-smoothed log weights and Pareto k (ArviZ's ``psislw``), from log ratios log p - log q."""
+    import arviz as az
+
+    log_weights, k = az.psislw(log_ratio)
+    return np.asarray(log_weights), float(k)
+
+
+def _path_settings(config: PathfinderSettings, path: int, init: str) -> dict:
+    """The settings of one path's service call (``PathfinderPath``)."""
+    return {
+        "init": init,
+        "seed": int(config.seed),
+        "path": path + 1,
+        "init_radius": float(config.init_radius),
+        "history_size": int(config.history_size),
+        "init_alpha": float(config.init_alpha),
+        "tol_obj": float(config.tol_obj),
+        "tol_rel_obj": float(config.tol_rel_obj),
+        "tol_grad": float(config.tol_grad),
+        "tol_rel_grad": float(config.tol_rel_grad),
+        "tol_param": float(config.tol_param),
+        "num_iterations": int(config.iterations),
+        "num_elbo_draws": int(config.elbo_draws),
+        "num_draws": int(config.draws),
+    }

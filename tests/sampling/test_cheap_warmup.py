@@ -1,0 +1,187 @@
+"""The cheap warm-ups (``warmup = "pathfinder"`` or ``"laplace"``): settings, samplers, fallbacks.
+
+pcn (which takes a reference Gaussian from the warm-up's draws) and hmc
+(which needs a step size, adapted after the cheap warm-up) sample the
+regression's known Gaussian posterior from each; on Neal's funnel
+Pathfinder's Pareto k is above 0.7 and the Hessian at the mode is
+hopelessly conditioned, so NUTS's warm-up runs instead, with a warning
+naming the diagnostic.
+"""
+
+import json
+
+import numpy as np
+import pytest
+
+from stanaccel.errors import ConfigError
+from stanaccel.sampling import sample
+from stanaccel.sampling.config import make_config
+from stanaccel.sampling.warmup import WarmupWarning, averaged_step
+from stanaccel.stan import write_data
+from stanaccel.stan.nuts import sample_nuts
+from tests.sampling.programs import REGRESSION, regression_data, regression_posterior
+from tests.sampling.test_sample import EXACT, OBSERVATIONS, check_exact
+from tests.stan.test_gaussian_fits import POOR_GAUSSIAN
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("cheap_warmup")
+    (folder / "regression.stan").write_text(REGRESSION)
+    (folder / "poor.stan").write_text(POOR_GAUSSIAN)
+    data = regression_data()
+    write_data(folder / "regression.json", data)
+    return folder, data
+
+
+@pytest.mark.parametrize("warmup", ["pathfinder", "laplace"])
+@pytest.mark.parametrize("method", ["pcn", "hmc"])
+def test_samplers_after_a_cheap_warmup_sample_the_known_posterior(files, method, warmup):
+    folder, data = files
+    result = sample(
+        folder / "regression.stan",
+        folder / "regression.json",
+        method,
+        {"warmup": warmup, "draws": 1000},
+        seed=5,
+        progress=False,
+    )
+    check_exact(result, data)
+    report = result.metrics()["warmup"]
+    assert report["warmup"] == report["used"] == warmup
+    assert result.charged_seconds["warmup"] == pytest.approx(report["seconds"])
+    assert report["pareto_k"] < 0.7 and ("condition_number" in report) == (warmup == "laplace")
+    if method == "hmc":  # a step size adapted after the Gaussian, not the 0.1 fallback
+        assert result.sources["step_size"] == "tuned" and result.config.step_size == report["step_size"]
+        # Saved for a later run (warmup_from): the Gaussian's variances, not Stan's window-less estimate.
+        variances = regression_posterior(data)[1] ** 2
+        np.testing.assert_allclose(result.adaptation.inv_metric, np.tile(variances, (4, 1)), rtol=0.3)
+    settings = json.loads(result.to_inference_data().posterior.attrs["settings"])
+    assert settings["warmup"] == warmup
+
+
+@pytest.mark.parametrize(("warmup", "diagnostic"), [("pathfinder", "Pareto k"), ("laplace", "Hessian")])
+@pytest.mark.filterwarnings("ignore:invalid value encountered:RuntimeWarning")  # R-hat of short funnel chains
+def test_a_poor_gaussian_falls_back_to_the_nuts_warmup(files, warmup, diagnostic):
+    folder, _ = files
+    with pytest.warns(WarmupWarning, match=diagnostic):
+        result = sample(
+            folder / "poor.stan", {"case_": 1, "K": 9}, "mh", {"warmup": warmup, "draws": 200, "chains": 2},
+            seed=3, progress=False,
+        )  # fmt: skip
+    report = result.metrics()["warmup"]
+    assert report["warmup"] == warmup and report["used"] == "nuts" and diagnostic in report["fallback"]
+    assert result.charged_seconds[f"warmup ({warmup}, not used)"] > 0 and result.charged_seconds["warmup"] > 0
+    assert result.adaptation is not None  # NUTS's own warm-up, saved with the result
+
+
+def test_warmup_setting_takes_a_number_or_a_name():
+    assert make_config("hmc", {"warmup": 200}).warmup == 200
+    assert make_config("hmc", {"warmup": "nuts"}).warmup == 1000
+    config = make_config("pcn", {"warmup": "laplace"})
+    assert config.warmup == "laplace" and config.warmup_kind == "laplace"
+    assert make_config("mh").warmup_kind == "nuts"
+
+
+@pytest.mark.parametrize(
+    ("method", "value", "message"),
+    [
+        (
+            "hmc",
+            "pathfinderr",
+            "expected a number of NUTS warm-up iterations or one of .*did you mean 'pathfinder'",
+        ),
+        ("hmc", 2.5, "expected a number of NUTS warm-up iterations"),
+        ("hmc", True, "expected a number of NUTS warm-up iterations"),
+        ("hmc", -1, "must be at least 0"),
+        ("nuts", "pathfinder", "method 'nuts' runs Stan's NUTS, which needs NUTS's own warm-up"),
+        ("latent-nuts", "laplace", "method 'latent-nuts' runs Stan's NUTS"),
+    ],
+)
+def test_bad_warmup_values_are_config_errors(method, value, message):
+    with pytest.raises(ConfigError, match=message):
+        make_config(method, {"warmup": value}, "--set warmup")
+
+
+def test_a_cheap_warmup_with_an_earlier_one_is_refused(files):
+    folder, _ = files
+    with pytest.raises(ConfigError, match="drop one of them"):
+        sample(
+            folder / "regression.stan", folder / "regression.json", "mh", {"warmup": "pathfinder"},
+            warmup_from=folder / "none.nc", progress=False,
+        )  # fmt: skip
+
+
+def test_the_table_says_which_methods_take_a_cheap_warmup():
+    from stanaccel.sampling.methods import METHODS
+
+    cheap = {name for name, spec in METHODS.items() if spec.cheap_warmup}
+    assert {"mh", "hmc", "pcn", "pt", "tt", "dc", "tt-approx", "ae-hmc", "ae-pcn"} <= cheap
+    assert not {"nuts", "latent-nuts", "h-pcn"} & cheap
+
+
+def test_cli_takes_a_cheap_warmup_by_flag_and_by_set(files, tmp_path, capsys):
+    from stanaccel.cli import main
+
+    folder, _ = files
+    common = ["sample", str(folder / "regression.stan"), "--data", str(folder / "regression.json")]
+    out = tmp_path / "fit.nc"
+    code = main([*common, "--method", "mh", "--warmup", "pathfinder", "--draws", "200", "-q", "-o", str(out)])
+    assert code == 0, capsys.readouterr().err
+    metrics = json.loads((tmp_path / "fit.metrics.json").read_text())
+    assert metrics["warmup"]["used"] == "pathfinder" and metrics["settings"]["warmup"] == "pathfinder"
+    assert main([*common, "--method", "mh", "--set", "warmup=laplacian", "-q"]) != 0
+    assert "warmup = 'laplacian': expected a number of NUTS warm-up iterations" in capsys.readouterr().err
+    assert main([*common, "--method", "nuts", "--warmup", "laplace", "-q"]) != 0
+    assert "method 'nuts' runs Stan's NUTS" in capsys.readouterr().err
+
+
+def test_averaged_step_is_stans_dual_averaging(mvn_model):
+    # Below 20 warm-up iterations Stan adapts the step alone and ends with its averaged iterate.
+    fit = sample_nuts(mvn_model, chains=2, warmup=19, draws=0, seed=4, progress=False)
+    recomputed = [averaged_step(a) for a in fit.warmup_sample_stats["acceptance_rate"]]
+    np.testing.assert_allclose(recomputed, fit.warmup_state().step_size, rtol=1e-6)
+
+
+CHEAP = [
+    (method, settings)
+    for method, settings in EXACT
+    if method not in ("nuts", "pcn", "hmc")  # nuts takes none; pcn and hmc are checked above
+] + [
+    ("mala", {}),
+    ("dc", {"approx": {"kind": "subset", "m": 30}, "observations": OBSERVATIONS, "inner": "pcn"}),
+    ("ae-hmc", {"latent_dim": 1, "epochs": 20, "tune": 20}),
+    ("ae-pcn", {"latent_dim": 1, "epochs": 20, "tune": 20}),
+]
+
+
+@pytest.mark.filterwarnings("ignore::stanaccel.sampling.ApproximationWarning")  # tt-approx's m=20 subset
+@pytest.mark.parametrize(("method", "settings"), CHEAP, ids=[f"{m}-{s.get('inner', '')}" for m, s in CHEAP])
+def test_every_method_the_table_marks_runs_after_a_cheap_warmup(files, method, settings):
+    folder, data = files
+    result = sample(
+        folder / "regression.stan",
+        folder / "regression.json",
+        method,
+        {**settings, "warmup": "laplace", "draws": 300, "chains": 2},
+        seed=7,
+        progress=False,
+    )
+    assert result.metrics()["warmup"]["used"] == "laplace" and not result.interrupted
+    mean, sd = regression_posterior(data)
+    posterior = result.to_inference_data().posterior["coef"]
+    assert np.all(np.abs(posterior.mean(("chain", "draw")).values - mean) < sd)  # in the right place
+
+
+def test_a_workflow_step_is_checked_before_it_runs(tmp_path):
+    from stanaccel.workflow import load_workflow
+
+    path = tmp_path / "w.toml"
+    path.write_text(
+        '[workflow]\nname = "w"\n[[steps]]\nname = "s"\naction = "sample"\nprogram = "mvn_mean"\n'
+        'method = "nuts"\nwarmup = "pathfinder"\n'
+    )
+    with pytest.raises(ValueError, match="method 'nuts' runs Stan's NUTS"):
+        load_workflow(path)
+    path.write_text(path.read_text().replace('method = "nuts"', 'method = "pcn"'))
+    load_workflow(path)

@@ -1,0 +1,147 @@
+"""Stan's Pathfinder and L-BFGS optimisation through the bridge: the Gaussians they fit.
+
+On the multivariate-normal posterior (known mean and covariance) both
+recover it; on Neal's funnel the Pareto k of Pathfinder's and of the
+Laplace approximation's importance weights says their Gaussian is poor, and
+where the log density is flat to second order at the mode (-b^4) the
+Hessian is singular.
+"""
+
+import numpy as np
+import pytest
+
+from stanaccel.datasets.mvn_mean import exact_posterior
+from stanaccel.stan import StanModel, compile_program
+from stanaccel.stan.optimize import laplace_sample, optimize
+from stanaccel.stan.pathfinder import pathfinder
+
+# Posteriors a Gaussian does not fit. Case 1: Neal's funnel in (a, x), whose scale in x changes by
+# orders of magnitude with a, so no one Gaussian covers it (and its mode, at a = -4.5 (K + 1), has
+# curvatures e^(4.5 (K + 1)) apart). Case 2: -b^4, flat to second order at its mode b = 0 (the Hessian
+# is singular there). Case 3: independent Cauchy, tails far heavier than any Gaussian's. In all,
+# s ~ gamma(3, 1) has its mode at s = 2, and the density of log s (with the Jacobian) at s = 3.
+POOR_GAUSSIAN = """
+data {
+  int<lower=1, upper=3> case_;
+  int<lower=0> K;
+}
+parameters {
+  real a;
+  real b;
+  real<lower=0> s;
+  vector[K] x;
+}
+model {
+  s ~ gamma(3, 1);
+  if (case_ == 1) {
+    a ~ normal(0, 3);
+    b ~ normal(0, 1);
+    x ~ normal(0, exp(a / 2));
+  } else if (case_ == 2) {
+    a ~ normal(1, 1);
+    target += -b ^ 4;
+    x ~ normal(0, 1);
+  } else {
+    a ~ cauchy(0, 1);
+    b ~ cauchy(0, 1);
+    x ~ cauchy(0, 1);
+  }
+}
+"""
+
+
+@pytest.fixture(scope="module")
+def poor_program():
+    return compile_program(POOR_GAUSSIAN)
+
+
+def test_pathfinder_recovers_a_gaussian_posterior(mvn_model, mvn_data):
+    mean, covariance = exact_posterior(mvn_data)
+    fit = pathfinder(mvn_model, seed=3)
+    assert fit.draws.shape == (1000, mvn_model.dim) and fit.log_density.shape == (1000,)
+    assert fit.path_draws.shape == (4000, mvn_model.dim)
+    assert fit.pareto_k < 0.7 and fit.gradient_evaluations > 0 and fit.seconds > 0
+    sd = np.sqrt(np.diag(covariance))
+    found_mean, found_covariance = fit.gaussian()
+    # 1000 resampled draws (some repeated): the mean within 0.15 sd, the covariance within 20%.
+    np.testing.assert_array_less(np.abs(found_mean - mean) / sd, 0.15)
+    assert np.all(np.abs(found_covariance - covariance) <= 0.2 * np.outer(sd, sd)), (
+        found_covariance,
+        covariance,
+    )
+    np.testing.assert_allclose(
+        fit.log_density, [mvn_model.log_density(d, propto=False) for d in fit.draws], rtol=1e-8
+    )
+
+
+def test_laplace_recovers_a_gaussian_posterior(mvn_model, mvn_data):
+    mean, covariance = exact_posterior(mvn_data)
+    mode = optimize(mvn_model, seed=3)
+    np.testing.assert_allclose(
+        mode.point, mean, atol=1e-3 * np.sqrt(np.diag(covariance)).min()
+    )  # L-BFGS tolerances
+    # The Hessian of a Gaussian log density is exact under finite differences (up to rounding).
+    np.testing.assert_allclose(mode.covariance(), covariance, rtol=1e-4)
+    assert mode.hessian_problem() is None and mode.condition_number() >= 1
+    assert np.abs(mode.gradient).max() < 1e-3 and mode.iterations > 0
+    draws = mode.draws(4000, seed=1)
+    np.testing.assert_allclose(
+        np.cov(draws, rowvar=False), covariance, rtol=0.15, atol=0.05 * covariance.max()
+    )
+
+
+def test_optimize_with_and_without_the_jacobian(poor_program):
+    model = StanModel(poor_program, {"case_": 1, "K": 0})
+    assert np.exp(optimize(model, seed=2, jacobian=False).point[2]) == pytest.approx(2, rel=1e-2)
+    with_jacobian = optimize(model, seed=2)
+    assert with_jacobian.jacobian and np.exp(with_jacobian.point[2]) == pytest.approx(3, rel=1e-2)
+
+
+def test_pareto_k_flags_gaussians_that_miss_the_posterior(poor_program):
+    # Measured over seeds 1-3: Pathfinder's k 0.81-1.04 on the funnel, Laplace's 0.90-1.14 on the Cauchy.
+    assert pathfinder(StanModel(poor_program, {"case_": 1, "K": 9}), seed=3).pareto_k > 0.7
+    cauchy = StanModel(poor_program, {"case_": 3, "K": 9})
+    assert laplace_sample(cauchy, optimize(cauchy, seed=3), 1000, seed=3).pareto_k > 0.7
+    funnel_mode = optimize(StanModel(poor_program, {"case_": 1, "K": 9}), seed=3)
+    assert "Hessian" in funnel_mode.hessian_problem()
+
+
+def test_laplace_draws_of_a_gaussian_posterior_have_a_small_pareto_k(mvn_model):
+    laplace = laplace_sample(mvn_model, optimize(mvn_model, seed=3), 1000, seed=3)
+    assert (
+        laplace.pareto_k < 0.5
+        and laplace.draws.shape == (1000, 3)
+        and np.all(np.isfinite(laplace.log_density))
+    )
+
+
+def test_a_flat_mode_has_a_singular_hessian(poor_program):
+    # Started at b = 0, L-BFGS never moves b (its gradient is 0 there), and the curvature in b is 0.
+    mode = optimize(StanModel(poor_program, {"case_": 2, "K": 0}), init=np.zeros(3), seed=3)
+    assert abs(mode.point[0] - 1) < 1e-3 and mode.point[1] == 0
+    problem = mode.hessian_problem()
+    assert problem is not None and ("not negative definite" in problem or "badly conditioned" in problem)
+    with pytest.raises(ValueError, match="no Laplace approximation"):
+        mode.covariance()
+
+
+def test_a_stop_request_stops_pathfinder_and_lbfgs(mvn_model):
+    # What Ctrl-C does (run_threads asks each run to stop): the next iteration ends the run.
+    from stanaccel.stan import optimize as optimize_module
+    from stanaccel.stan import pathfinder as pathfinder_module
+
+    module = mvn_model.program.module
+    runs = [
+        module.PathfinderPath(
+            mvn_model._model,
+            pathfinder_module._path_settings(pathfinder_module.PathfinderSettings(), 0, "{}"),
+        ),
+        module.Optimization(
+            mvn_model._model, optimize_module._settings(optimize_module.OptimizeSettings(), "{}", True)
+        ),
+    ]
+    for run in runs:
+        run.request_stop()
+        run.run()
+        result = run.result()
+        assert result["interrupted"] and not result["error"] and run.iterations() == 0
