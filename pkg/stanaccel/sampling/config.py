@@ -32,7 +32,8 @@ INNER_KERNELS = ("mh", "hmc")
 temperature. Written out (the table of methods imports this module); every ``inner`` choice is a method
 with a ``move`` there (``tests/sampling/test_methods.py`` checks)."""
 
-WARMUPS = ("nuts", "pathfinder", "laplace")
+NUTS_WARMUP = "nuts"  # a warm-up kind (Stan's own), not the method
+WARMUPS = (NUTS_WARMUP, "pathfinder", "laplace")
 """The warm-ups a ``warmup`` setting names: Stan's NUTS (the default), or a cheap one that fits a Gaussian
 (Stan's Pathfinder; the mode by L-BFGS and the Hessian there) for the methods whose table entry accepts it."""
 
@@ -242,7 +243,12 @@ class SamplerConfig:
     @property
     def warmup_kind(self) -> str:
         """The warm-up this configuration asks for: "nuts", "pathfinder" or "laplace"."""
-        return self.warmup if isinstance(self.warmup, str) else "nuts"
+        return self.warmup if isinstance(self.warmup, str) else NUTS_WARMUP
+
+    @property
+    def cheap_warmup(self) -> bool:
+        """Whether it asks for a cheap warm-up (Pathfinder or Laplace) instead of Stan's NUTS warm-up."""
+        return self.warmup_kind != NUTS_WARMUP
 
     @property
     def is_exact(self) -> bool:
@@ -680,7 +686,7 @@ def _check(key: str, value: Any, meta: dict, prefix: str) -> Any:
     if kind == "warmup":
         names = ", ".join(map(repr, WARMUPS))
         if isinstance(value, str) and value in WARMUPS:
-            return 1000 if value == "nuts" else value
+            return 1000 if value == NUTS_WARMUP else value
         if isinstance(value, bool) or not isinstance(value, int | str):
             raise ConfigError(f"{shown}: expected a number of NUTS warm-up iterations or one of {names}")
         if isinstance(value, str):

@@ -172,7 +172,7 @@ def sample(
         checked_space(tune, config, {})  # mistakes found before the warm-up, not after
     if isinstance(executor, str):
         check_reachable(executor)  # a mistake found before the warm-up, not after
-    if config.warmup_kind != "nuts" and (warmup_from is not None or is_target(program)):
+    if config.cheap_warmup and (warmup_from is not None or is_target(program)):
         given = (
             "an earlier warm-up (warmup_from)" if warmup_from is not None else "a Python target's own warm-up"
         )
