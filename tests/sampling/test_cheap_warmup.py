@@ -112,6 +112,13 @@ def test_a_cheap_warmup_with_an_earlier_one_is_refused(files):
         )  # fmt: skip
 
 
+@pytest.mark.parametrize("method", ["pcn", "imh"])
+def test_a_method_that_needs_warmup_draws_refuses_warmup_0_before_any_work(files, method):
+    folder, _ = files
+    with pytest.raises(ConfigError, match="warmup = 0 makes none"):
+        sample(folder / "regression.stan", folder / "regression.json", method, {"warmup": 0}, progress=False)
+
+
 def test_the_table_says_which_methods_take_a_cheap_warmup():
     from stanaccel.sampling.methods import METHODS
 

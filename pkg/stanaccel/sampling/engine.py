@@ -179,6 +179,11 @@ def sample(
         raise ConfigError(
             f"warmup = {config.warmup!r} asks for a cheap warm-up, but the run has {given}: drop one of them"
         )
+    if spec.needs_draws and config.warmup == 0 and warmup_from is None:
+        raise ConfigError(
+            f"method {config.method!r} builds on the warm-up's draws, and warmup = 0 makes none: "
+            'give it warm-up iterations (warmup = 1000) or a cheap warm-up (warmup = "laplace")'
+        )
     if is_target(program):
         return _sample_target(config, program, seed, warmup_from, progress, say, checkpoint, executor, tune)
     if spec.uses_laplace(config):
