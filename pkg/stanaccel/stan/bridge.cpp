@@ -311,85 +311,152 @@ class progress_interrupt : public stan::callbacks::interrupt {
   }
 };
 
-// One NUTS chain: configure, run (GIL released), then read results.
-class NutsChain {
+py::array_t<double> matrix_to_numpy(const Eigen::MatrixXd &m) {
+  py::array_t<double> out({m.rows(), m.cols()});
+  Eigen::Map<Eigen::Matrix<double, -1, -1, Eigen::RowMajor>>(out.mutable_data(), m.rows(), m.cols()) = m;
+  return out;
+}
+
+// What the service objects (NutsChain, PathfinderPath, Optimization) share:
+// the model and settings they were made with, progress and stop for Python,
+// and the run's record (the logger's messages, an error, whether it was
+// stopped, its seconds). Each runs its service in `guard`, with the GIL
+// released, and adds `report` to its result.
+class service_run {
  public:
-  NutsChain(const Model &model, py::dict settings) : model_(model), settings_(std::move(settings)) {}
+  service_run(const Model &model, py::dict settings) : model_(model), settings_(std::move(settings)) {}
 
   long iterations() const { return interrupt_.iterations.load(); }
   void request_stop() { interrupt_.stop.store(true); }
 
-  void run() {
-    auto s = [&](const char *k) { return settings_[k]; };
-    const std::string metric = s("metric").cast<std::string>();
-    const bool adapt = s("adapt").cast<bool>();
-    const std::string init_json = s("init").cast<std::string>();
-    const std::string metric_json = s("inv_metric").cast<std::string>();
-    const unsigned int seed = s("seed").cast<unsigned int>();
-    const unsigned int chain = s("chain").cast<unsigned int>();
-    const double init_radius = s("init_radius").cast<double>();
-    const int num_warmup = s("num_warmup").cast<int>();
-    const int num_samples = s("num_samples").cast<int>();
-    const int num_thin = s("num_thin").cast<int>();
-    const double stepsize = s("stepsize").cast<double>();
-    const double stepsize_jitter = s("stepsize_jitter").cast<double>();
-    const int max_depth = s("max_depth").cast<int>();
-    const double delta = s("delta").cast<double>();
-    const double gamma = s("gamma").cast<double>();
-    const double kappa = s("kappa").cast<double>();
-    const double t0 = s("t0").cast<double>();
-    const unsigned int init_buffer = s("init_buffer").cast<unsigned int>();
-    const unsigned int term_buffer = s("term_buffer").cast<unsigned int>();
-    const unsigned int window = s("window").cast<unsigned int>();
+ protected:
+  const Model &model_;
+  py::dict settings_;
+  progress_interrupt interrupt_;
+  message_logger logger_;
 
-    std::istringstream init_in(init_json), metric_in(metric_json);
-    py::gil_scoped_release release;
+  // One setting, as the C++ type the service takes.
+  template <typename T>
+  T setting(const char *key) const {
+    return settings_[key].cast<T>();
+  }
+
+  // Run `body` (GIL released by the caller), turning exceptions, stops and error codes into fields.
+  template <typename F>
+  void guard(F &&body) {
     ensure_autodiff_stack();
     auto start = std::chrono::steady_clock::now();
     int code = 0;
     try {
-      stan::json::json_data init(init_in);
-      stan::json::json_data inv_metric(metric_in);
-      stan::model::model_base &m = model_.model();
-      const bool dense = metric == "dense";
-      if (adapt && dense)
-        code = stan::services::sample::hmc_nuts_dense_e_adapt(
-            m, init, inv_metric, seed, chain, init_radius, num_warmup, num_samples, num_thin, true, 0, stepsize,
-            stepsize_jitter, max_depth, delta, gamma, kappa, t0, init_buffer, term_buffer, window, interrupt_,
-            logger_, init_writer_, sample_writer_, diagnostic_writer_, adaptation_);
-      else if (adapt)
-        code = stan::services::sample::hmc_nuts_diag_e_adapt(
-            m, init, inv_metric, seed, chain, init_radius, num_warmup, num_samples, num_thin, true, 0, stepsize,
-            stepsize_jitter, max_depth, delta, gamma, kappa, t0, init_buffer, term_buffer, window, interrupt_,
-            logger_, init_writer_, sample_writer_, diagnostic_writer_, adaptation_);
-      else if (dense)
-        code = stan::services::sample::hmc_nuts_dense_e(m, init, inv_metric, seed, chain, init_radius, num_warmup,
-                                                 num_samples, num_thin, true, 0, stepsize, stepsize_jitter,
-                                                 max_depth, interrupt_, logger_, init_writer_, sample_writer_,
-                                                 diagnostic_writer_);
-      else
-        code = stan::services::sample::hmc_nuts_diag_e(m, init, inv_metric, seed, chain, init_radius, num_warmup,
-                                                num_samples, num_thin, true, 0, stepsize, stepsize_jitter,
-                                                max_depth, interrupt_, logger_, init_writer_, sample_writer_,
-                                                diagnostic_writer_);
+      code = body();
     } catch (const interrupted &) {
-      interrupted_ = true;
+      stopped_ = true;
     } catch (const std::exception &e) {
       error_ = e.what();
     }
     // The services catch our interrupt exception and return an error code.
     if (interrupt_.stop.load()) {
-      interrupted_ = true;
+      stopped_ = true;
       error_.clear();
       code = 0;
     }
     // The services log a configuration error (failed initialisation, bad metric) and return its code.
     if (code != 0 && error_.empty())
-      error_ = logger_.messages.empty() ? "Stan's sampler returned error code " + std::to_string(code)
+      error_ = logger_.messages.empty() ? "Stan's service returned error code " + std::to_string(code)
                                         : logger_.messages.back();
     stan::math::recover_memory();
     std::chrono::duration<double> elapsed = std::chrono::steady_clock::now() - start;
     seconds_ = elapsed.count();
+  }
+
+  void report(py::dict &out) const {
+    out["messages"] = logger_.messages;
+    out["interrupted"] = stopped_;
+    out["error"] = error_;
+    out["seconds"] = seconds_;
+  }
+
+ private:
+  bool stopped_ = false;
+  std::string error_;
+  double seconds_ = 0;
+};
+
+// The L-BFGS settings that Stan's optimize and Pathfinder services both take.
+struct lbfgs_settings {
+  std::string init_json;
+  unsigned int seed;
+  double init_radius;
+  int history_size;
+  double init_alpha, tol_obj, tol_rel_obj, tol_grad, tol_rel_grad, tol_param;
+  int num_iterations;
+
+  explicit lbfgs_settings(const py::dict &s)
+      : init_json(s["init"].cast<std::string>()),
+        seed(s["seed"].cast<unsigned int>()),
+        init_radius(s["init_radius"].cast<double>()),
+        history_size(s["history_size"].cast<int>()),
+        init_alpha(s["init_alpha"].cast<double>()),
+        tol_obj(s["tol_obj"].cast<double>()),
+        tol_rel_obj(s["tol_rel_obj"].cast<double>()),
+        tol_grad(s["tol_grad"].cast<double>()),
+        tol_rel_grad(s["tol_rel_grad"].cast<double>()),
+        tol_param(s["tol_param"].cast<double>()),
+        num_iterations(s["num_iterations"].cast<int>()) {}
+};
+
+// One NUTS chain: configure, run (GIL released), then read results.
+class NutsChain : public service_run {
+ public:
+  using service_run::service_run;
+
+  void run() {
+    const std::string metric = setting<std::string>("metric");
+    const bool adapt = setting<bool>("adapt");
+    const unsigned int seed = setting<unsigned int>("seed");
+    const unsigned int chain = setting<unsigned int>("chain");
+    const double init_radius = setting<double>("init_radius");
+    const int num_warmup = setting<int>("num_warmup");
+    const int num_samples = setting<int>("num_samples");
+    const int num_thin = setting<int>("num_thin");
+    const double stepsize = setting<double>("stepsize");
+    const double stepsize_jitter = setting<double>("stepsize_jitter");
+    const int max_depth = setting<int>("max_depth");
+    const double delta = setting<double>("delta");
+    const double gamma = setting<double>("gamma");
+    const double kappa = setting<double>("kappa");
+    const double t0 = setting<double>("t0");
+    const unsigned int init_buffer = setting<unsigned int>("init_buffer");
+    const unsigned int term_buffer = setting<unsigned int>("term_buffer");
+    const unsigned int window = setting<unsigned int>("window");
+
+    std::istringstream init_in(setting<std::string>("init")), metric_in(setting<std::string>("inv_metric"));
+    py::gil_scoped_release release;
+    guard([&] {
+      stan::json::json_data init(init_in);
+      stan::json::json_data inv_metric(metric_in);
+      stan::model::model_base &m = model_.model();
+      const bool dense = metric == "dense";
+      if (adapt && dense)
+        return stan::services::sample::hmc_nuts_dense_e_adapt(
+            m, init, inv_metric, seed, chain, init_radius, num_warmup, num_samples, num_thin, true, 0, stepsize,
+            stepsize_jitter, max_depth, delta, gamma, kappa, t0, init_buffer, term_buffer, window, interrupt_,
+            logger_, init_writer_, sample_writer_, diagnostic_writer_, adaptation_);
+      if (adapt)
+        return stan::services::sample::hmc_nuts_diag_e_adapt(
+            m, init, inv_metric, seed, chain, init_radius, num_warmup, num_samples, num_thin, true, 0, stepsize,
+            stepsize_jitter, max_depth, delta, gamma, kappa, t0, init_buffer, term_buffer, window, interrupt_,
+            logger_, init_writer_, sample_writer_, diagnostic_writer_, adaptation_);
+      if (dense)
+        return stan::services::sample::hmc_nuts_dense_e(m, init, inv_metric, seed, chain, init_radius, num_warmup,
+                                                        num_samples, num_thin, true, 0, stepsize, stepsize_jitter,
+                                                        max_depth, interrupt_, logger_, init_writer_,
+                                                        sample_writer_, diagnostic_writer_);
+      return stan::services::sample::hmc_nuts_diag_e(m, init, inv_metric, seed, chain, init_radius, num_warmup,
+                                                     num_samples, num_thin, true, 0, stepsize, stepsize_jitter,
+                                                     max_depth, interrupt_, logger_, init_writer_, sample_writer_,
+                                                     diagnostic_writer_);
+    });
   }
 
   py::dict result() const {
@@ -399,29 +466,15 @@ class NutsChain {
     out["diagnostic_names"] = diagnostic_writer_.names;
     out["diagnostic_rows"] = rows_to_numpy(diagnostic_writer_.rows, diagnostic_writer_.names.size());
     out["stepsize"] = adaptation_.stepsize;
-    py::array_t<double> inv_metric({adaptation_.inv_metric.rows(), adaptation_.inv_metric.cols()});
-    Eigen::Map<Eigen::Matrix<double, -1, -1, Eigen::RowMajor>>(inv_metric.mutable_data(),
-                                                               adaptation_.inv_metric.rows(),
-                                                               adaptation_.inv_metric.cols()) = adaptation_.inv_metric;
-    out["inv_metric"] = inv_metric;
-    out["messages"] = logger_.messages;
-    out["interrupted"] = interrupted_;
-    out["error"] = error_;
-    out["seconds"] = seconds_;
+    out["inv_metric"] = matrix_to_numpy(adaptation_.inv_metric);
+    report(out);
     return out;
   }
 
  private:
-  const Model &model_;
-  py::dict settings_;
-  progress_interrupt interrupt_;
-  message_logger logger_;
   stan::callbacks::writer init_writer_;
   table_writer sample_writer_, diagnostic_writer_;
   adaptation_writer adaptation_;
-  bool interrupted_ = false;
-  std::string error_;
-  double seconds_ = 0;
 
   static py::array_t<double> rows_to_numpy(const std::vector<std::vector<double>> &rows, std::size_t width) {
     std::size_t n = 0;
@@ -435,93 +488,30 @@ class NutsChain {
   }
 };
 
-
-// What every service run reports: the logger's messages, an error, whether it was stopped, its seconds.
-struct service_run {
-  progress_interrupt interrupt;
-  message_logger logger;
-  bool stopped = false;
-  std::string error;
-  double seconds = 0;
-
-  // Run `body` (GIL released by the caller), turning exceptions, stops and error codes into fields.
-  template <typename F>
-  void guard(F &&body) {
-    ensure_autodiff_stack();
-    auto start = std::chrono::steady_clock::now();
-    int code = 0;
-    try {
-      code = body();
-    } catch (const interrupted &) {
-      stopped = true;
-    } catch (const std::exception &e) {
-      error = e.what();
-    }
-    if (interrupt.stop.load()) {
-      stopped = true;
-      error.clear();
-      code = 0;
-    }
-    if (code != 0 && error.empty())
-      error = logger.messages.empty() ? "Stan's service returned error code " + std::to_string(code)
-                                      : logger.messages.back();
-    stan::math::recover_memory();
-    std::chrono::duration<double> elapsed = std::chrono::steady_clock::now() - start;
-    seconds = elapsed.count();
-  }
-
-  void report(py::dict &out) const {
-    out["messages"] = logger.messages;
-    out["interrupted"] = stopped;
-    out["error"] = error;
-    out["seconds"] = seconds;
-  }
-};
-
-py::array_t<double> matrix_to_numpy(const Eigen::MatrixXd &m) {
-  py::array_t<double> out({m.rows(), m.cols()});
-  Eigen::Map<Eigen::Matrix<double, -1, -1, Eigen::RowMajor>>(out.mutable_data(), m.rows(), m.cols()) = m;
-  return out;
-}
-
 // One path of Stan's Pathfinder (`pathfinder_lbfgs_single`), returning its
 // draws and their log density ratios. Python runs the paths in parallel
 // threads and does the multi-path PSIS resampling, which gives Pareto k (the
 // multi-path service only logs k above 0.7, and runs its paths on TBB
 // workers, which have no autodiff tape here).
-class PathfinderPath {
+class PathfinderPath : public service_run {
  public:
-  PathfinderPath(const Model &model, py::dict settings) : model_(model), settings_(std::move(settings)) {}
-
-  long iterations() const { return run_.interrupt.iterations.load(); }
-  void request_stop() { run_.interrupt.stop.store(true); }
+  using service_run::service_run;
 
   void run() {
-    auto s = [&](const char *k) { return settings_[k]; };
-    const std::string init_json = s("init").cast<std::string>();
-    const unsigned int seed = s("seed").cast<unsigned int>();
-    const unsigned int path = s("path").cast<unsigned int>();
-    const double init_radius = s("init_radius").cast<double>();
-    const int history_size = s("history_size").cast<int>();
-    const double init_alpha = s("init_alpha").cast<double>();
-    const double tol_obj = s("tol_obj").cast<double>();
-    const double tol_rel_obj = s("tol_rel_obj").cast<double>();
-    const double tol_grad = s("tol_grad").cast<double>();
-    const double tol_rel_grad = s("tol_rel_grad").cast<double>();
-    const double tol_param = s("tol_param").cast<double>();
-    const int num_iterations = s("num_iterations").cast<int>();
-    const int num_elbo_draws = s("num_elbo_draws").cast<int>();
-    const int num_draws = s("num_draws").cast<int>();
-    std::istringstream init_in(init_json);
+    const lbfgs_settings l(settings_);
+    const unsigned int path = setting<unsigned int>("path");
+    const int num_elbo_draws = setting<int>("num_elbo_draws");
+    const int num_draws = setting<int>("num_draws");
+    std::istringstream init_in(l.init_json);
     py::gil_scoped_release release;
-    run_.guard([&] {
+    guard([&] {
       stan::json::json_data init(init_in);
       stan::callbacks::writer init_writer, parameter_writer;
       stan::callbacks::structured_writer diagnostic_writer;
       auto out = stan::services::pathfinder::pathfinder_lbfgs_single<true>(
-          model_.model(), init, seed, path, init_radius, history_size, init_alpha, tol_obj, tol_rel_obj,
-          tol_grad, tol_rel_grad, tol_param, num_iterations, num_elbo_draws, num_draws, false, 0, run_.interrupt,
-          run_.logger, init_writer, parameter_writer, diagnostic_writer, true);
+          model_.model(), init, l.seed, path, l.init_radius, l.history_size, l.init_alpha, l.tol_obj,
+          l.tol_rel_obj, l.tol_grad, l.tol_rel_grad, l.tol_param, l.num_iterations, num_elbo_draws, num_draws,
+          false, 0, interrupt_, logger_, init_writer, parameter_writer, diagnostic_writer, true);
       lp_ratio_ = std::get<1>(out).matrix();
       draws_ = std::get<2>(out).transpose();
       evaluations_ = std::get<3>(out);
@@ -537,14 +527,11 @@ class PathfinderPath {
     out["draws"] = matrix_to_numpy(draws_);
     out["lp_ratio"] = matrix_to_numpy(lp_ratio_);
     out["evaluations"] = evaluations_;
-    run_.report(out);
+    report(out);
     return out;
   }
 
  private:
-  const Model &model_;
-  py::dict settings_;
-  service_run run_;
   Eigen::MatrixXd draws_, lp_ratio_;
   std::size_t evaluations_ = 0;
 };
@@ -552,42 +539,28 @@ class PathfinderPath {
 // Stan's L-BFGS optimisation (the `optimize` service), with or without the
 // Jacobian, then the Hessian at the mode by finite differences of gradients
 // (`finite_diff_hessian_auto`, as Stan's `laplace_sample` service computes it).
-class Optimization {
+class Optimization : public service_run {
  public:
-  Optimization(const Model &model, py::dict settings) : model_(model), settings_(std::move(settings)) {}
-
-  long iterations() const { return run_.interrupt.iterations.load(); }
-  void request_stop() { run_.interrupt.stop.store(true); }
+  using service_run::service_run;
 
   void run() {
-    auto s = [&](const char *k) { return settings_[k]; };
-    const std::string init_json = s("init").cast<std::string>();
-    const bool jacobian = s("jacobian").cast<bool>();
-    const unsigned int seed = s("seed").cast<unsigned int>();
-    const unsigned int chain = s("chain").cast<unsigned int>();
-    const double init_radius = s("init_radius").cast<double>();
-    const int history_size = s("history_size").cast<int>();
-    const double init_alpha = s("init_alpha").cast<double>();
-    const double tol_obj = s("tol_obj").cast<double>();
-    const double tol_rel_obj = s("tol_rel_obj").cast<double>();
-    const double tol_grad = s("tol_grad").cast<double>();
-    const double tol_rel_grad = s("tol_rel_grad").cast<double>();
-    const double tol_param = s("tol_param").cast<double>();
-    const int num_iterations = s("num_iterations").cast<int>();
-    std::istringstream init_in(init_json);
+    const lbfgs_settings l(settings_);
+    const bool jacobian = setting<bool>("jacobian");
+    const unsigned int chain = setting<unsigned int>("chain");
+    std::istringstream init_in(l.init_json);
     py::gil_scoped_release release;
-    run_.guard([&] {
+    guard([&] {
       stan::json::json_data init(init_in);
       stan::callbacks::writer init_writer;
       stan::model::model_base &m = model_.model();
       int code = jacobian ? stan::services::optimize::lbfgs<stan::model::model_base, true>(
-                                m, init, seed, chain, init_radius, history_size, init_alpha, tol_obj,
-                                tol_rel_obj, tol_grad, tol_rel_grad, tol_param, num_iterations, false, 0,
-                                run_.interrupt, run_.logger, init_writer, writer_)
+                                m, init, l.seed, chain, l.init_radius, l.history_size, l.init_alpha, l.tol_obj,
+                                l.tol_rel_obj, l.tol_grad, l.tol_rel_grad, l.tol_param, l.num_iterations, false,
+                                0, interrupt_, logger_, init_writer, writer_)
                           : stan::services::optimize::lbfgs<stan::model::model_base, false>(
-                                m, init, seed, chain, init_radius, history_size, init_alpha, tol_obj,
-                                tol_rel_obj, tol_grad, tol_rel_grad, tol_param, num_iterations, false, 0,
-                                run_.interrupt, run_.logger, init_writer, writer_);
+                                m, init, l.seed, chain, l.init_radius, l.history_size, l.init_alpha, l.tol_obj,
+                                l.tol_rel_obj, l.tol_grad, l.tol_rel_grad, l.tol_param, l.num_iterations, false,
+                                0, interrupt_, logger_, init_writer, writer_);
       if (code != 0 || writer_.rows.empty()) return code;
       const std::vector<double> &row = writer_.rows.back();
       std::vector<std::string> names;
@@ -609,26 +582,33 @@ class Optimization {
     py::dict out;
     out["names"] = writer_.names;
     out["rows"] = writer_.rows;
-    Eigen::MatrixXd mode = mode_;
-    out["mode"] = matrix_to_numpy(mode);
+    out["mode"] = matrix_to_numpy(mode_);
     out["log_density"] = log_density_;
-    Eigen::MatrixXd gradient = gradient_;
-    out["gradient"] = matrix_to_numpy(gradient);
+    out["gradient"] = matrix_to_numpy(gradient_);
     out["hessian"] = matrix_to_numpy(hessian_);
     out["iterations"] = iterations();
-    run_.report(out);
+    report(out);
     return out;
   }
 
  private:
-  const Model &model_;
-  py::dict settings_;
-  service_run run_;
   table_writer writer_;
   Eigen::VectorXd mode_, gradient_;
   Eigen::MatrixXd hessian_;
   double log_density_ = std::nan("");
 };
+
+// A service class's Python face: made from a model and settings, run (with
+// the GIL released), its iterations so far, stop, and its result.
+template <typename Service>
+void define_service(py::module_ &m, const char *name) {
+  py::class_<Service>(m, name, py::module_local())
+      .def(py::init<const Model &, py::dict>(), py::arg("model"), py::arg("settings"), py::keep_alive<1, 2>())
+      .def("run", &Service::run)
+      .def("iterations", &Service::iterations)
+      .def("request_stop", &Service::request_stop)
+      .def("result", &Service::result);
+}
 
 }  // namespace
 
@@ -665,26 +645,9 @@ void define_module(py::module_ &m) {
            py::arg("include_gq"), py::arg("seed"))
       .def("param_unconstrain", &Model::param_unconstrain, py::arg("theta"));
 
-  py::class_<NutsChain>(m, "NutsChain", py::module_local())
-      .def(py::init<const Model &, py::dict>(), py::arg("model"), py::arg("settings"), py::keep_alive<1, 2>())
-      .def("run", &NutsChain::run)
-      .def("iterations", &NutsChain::iterations)
-      .def("request_stop", &NutsChain::request_stop)
-      .def("result", &NutsChain::result);
-
-  py::class_<PathfinderPath>(m, "PathfinderPath", py::module_local())
-      .def(py::init<const Model &, py::dict>(), py::arg("model"), py::arg("settings"), py::keep_alive<1, 2>())
-      .def("run", &PathfinderPath::run)
-      .def("iterations", &PathfinderPath::iterations)
-      .def("request_stop", &PathfinderPath::request_stop)
-      .def("result", &PathfinderPath::result);
-
-  py::class_<Optimization>(m, "Optimization", py::module_local())
-      .def(py::init<const Model &, py::dict>(), py::arg("model"), py::arg("settings"), py::keep_alive<1, 2>())
-      .def("run", &Optimization::run)
-      .def("iterations", &Optimization::iterations)
-      .def("request_stop", &Optimization::request_stop)
-      .def("result", &Optimization::result);
+  define_service<NutsChain>(m, "NutsChain");
+  define_service<PathfinderPath>(m, "PathfinderPath");
+  define_service<Optimization>(m, "Optimization");
 }
 
 extern "C" PyObject *stanaccel_create_module(const char *name) {
