@@ -16,7 +16,6 @@ call after a Ctrl-C or a kill continues from them to the same draws
 from __future__ import annotations
 
 import json
-import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,13 +23,12 @@ from typing import Any
 
 import numpy as np
 
-from stanaccel.progress import ChainBars
 from stanaccel.results import Result
 from stanaccel.stan.chunks import CHUNK_DRAWS, chunked_chains
 from stanaccel.stan.errors import StanEvaluationError
 from stanaccel.stan.model import StanModel, Variables, unflatten
 from stanaccel.stan.quantities import generated_names, split_log_likelihood, transformed_names
-from stanaccel.stan.services import SAMPLER_COLUMNS, chain_settings, init_texts
+from stanaccel.stan.services import SAMPLER_COLUMNS, chain_settings, init_texts, run_threads
 
 
 @dataclass
@@ -437,10 +435,8 @@ def sample_nuts(
             one_chain = chain_settings(config, c, inits_text[c], metric_texts[c], step_sizes[c])
             runs.append(model.program.module.NutsChain(model._model, one_chain))
     start = time.perf_counter()
-    threads = [threading.Thread(target=run.run, daemon=True) for run in runs]
-    for thread in threads:
-        thread.start()
-    interrupted = _wait(runs, threads, config, progress)
+    initial = [r.iterations() for r in runs]
+    interrupted = run_threads(runs, "NUTS", config.warmup + config.draws, progress, initial)
     wall = time.perf_counter() - start
     if checkpoint is not None:
         wall += max(run.seconds_before for run in runs)
@@ -452,30 +448,6 @@ def sample_nuts(
         raise StanEvaluationError(f"NUTS chain {c} failed: {r['error']}\n{detail}".strip())
     stopped = interrupted or any(r["interrupted"] for r in results)
     return _assemble(model, config, results, metrics, step_sizes, wall, stopped)
-
-
-def _wait(runs: list, threads: list[threading.Thread], config: NutsSettings, progress: bool) -> bool:
-    """Show each chain's progress until every chain ends; on Ctrl-C stop them all and return True."""
-    bars = ChainBars(
-        [config.warmup + config.draws] * config.chains,
-        "NUTS",
-        progress,
-        initial=[r.iterations() for r in runs],
-        unit="it",
-    )
-    try:
-        while any(t.is_alive() for t in threads):
-            time.sleep(0.05)
-            bars.update([r.iterations() for r in runs])
-        return False
-    except KeyboardInterrupt:
-        for run in runs:
-            run.request_stop()
-        for t in threads:
-            t.join()
-        return True
-    finally:
-        bars.close()
 
 
 def _initial_metrics(dim: int, inv_metric: np.ndarray | None, config: NutsSettings) -> np.ndarray:

@@ -17,17 +17,17 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
 from stanaccel.stan.errors import StanEvaluationError
 from stanaccel.stan.model import StanModel
-from stanaccel.stan.services import init_texts, run_threads
+from stanaccel.stan.services import LbfgsSettings, init_texts, lbfgs_settings, run_threads
 
 
 @dataclass
-class PathfinderSettings:
+class PathfinderSettings(LbfgsSettings):
     """Settings of Stan's Pathfinder, with CmdStan's defaults (``num_paths`` = 4)."""
 
     paths: int = 4
@@ -35,25 +35,18 @@ class PathfinderSettings:
     """Draws per path, before resampling."""
     psis_draws: int = 1000
     """Draws kept by importance resampling over all paths."""
-    seed: int = 1
-    init_radius: float = 2.0
-    history_size: int = 5
-    init_alpha: float = 0.001
-    tol_obj: float = 1e-12
-    tol_rel_obj: float = 1e4
-    tol_grad: float = 1e-8
-    tol_rel_grad: float = 1e7
-    tol_param: float = 1e-8
     iterations: int = 1000
     elbo_draws: int = 25
 
-    def check(self) -> None:
-        """Raise ValueError naming the first setting out of range."""
-        for name in ("paths", "draws", "psis_draws", "history_size", "iterations", "elbo_draws"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"pathfinder's {name} must be at least 1, not {getattr(self, name)}")
-        if not 0 <= self.seed < 2**32:
-            raise ValueError(f"seed must be in [0, 2**32), not {self.seed}")
+    service: ClassVar[str] = "pathfinder"
+    counts: ClassVar[tuple[str, ...]] = (
+        "paths",
+        "draws",
+        "psis_draws",
+        "history_size",
+        "iterations",
+        "elbo_draws",
+    )
 
 
 @dataclass
@@ -169,18 +162,8 @@ def psis(log_ratio: np.ndarray) -> tuple[np.ndarray, float]:
 def _path_settings(config: PathfinderSettings, path: int, init: str) -> dict:
     """The settings of one path's service call (``PathfinderPath``)."""
     return {
-        "init": init,
-        "seed": int(config.seed),
+        **lbfgs_settings(config, init),
         "path": path + 1,
-        "init_radius": float(config.init_radius),
-        "history_size": int(config.history_size),
-        "init_alpha": float(config.init_alpha),
-        "tol_obj": float(config.tol_obj),
-        "tol_rel_obj": float(config.tol_rel_obj),
-        "tol_grad": float(config.tol_grad),
-        "tol_rel_grad": float(config.tol_rel_grad),
-        "tol_param": float(config.tol_param),
-        "num_iterations": int(config.iterations),
         "num_elbo_draws": int(config.elbo_draws),
         "num_draws": int(config.draws),
     }

@@ -1,14 +1,17 @@
-"""What Stan's NUTS service calls take and give, shared by one-call and chunked runs.
+"""What Stan's service calls take and give, shared by the modules that call them.
 
 :mod:`stanaccel.stan.nuts` runs each chain in one call, :mod:`stanaccel.stan.chunks`
 in checkpointed pieces; both build a chain's settings and inits here, and read
-the sampler columns by these names.
+the sampler columns by these names. :mod:`stanaccel.stan.optimize` and
+:mod:`stanaccel.stan.pathfinder` share the L-BFGS settings
+(:class:`LbfgsSettings`); every service runs in threads by :func:`run_threads`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -25,6 +28,52 @@ SAMPLER_COLUMNS = {
     "divergent__": "diverging",
     "energy__": "energy",
 }
+
+
+@dataclass
+class LbfgsSettings:
+    """Settings of Stan's L-BFGS, shared by its optimize and Pathfinder services, with CmdStan's defaults."""
+
+    seed: int = 1
+    init_radius: float = 2.0
+    history_size: int = 5
+    init_alpha: float = 0.001
+    tol_obj: float = 1e-12
+    tol_rel_obj: float = 1e4
+    tol_grad: float = 1e-8
+    tol_rel_grad: float = 1e7
+    tol_param: float = 1e-8
+    iterations: int = 2000
+
+    service: ClassVar[str] = "L-BFGS"
+    """The service's name in error messages."""
+    counts: ClassVar[tuple[str, ...]] = ("history_size", "iterations")
+    """The settings that must be at least 1."""
+
+    def check(self) -> None:
+        """Raise ValueError naming the first setting out of range."""
+        for name in self.counts:
+            if getattr(self, name) < 1:
+                raise ValueError(f"{self.service}'s {name} must be at least 1, not {getattr(self, name)}")
+        if not 0 <= self.seed < 2**32:
+            raise ValueError(f"seed must be in [0, 2**32), not {self.seed}")
+
+
+def lbfgs_settings(config: LbfgsSettings, init: str) -> dict:
+    """The L-BFGS part of an ``Optimization`` or ``PathfinderPath`` service call's settings."""
+    return {
+        "init": init,
+        "seed": int(config.seed),
+        "init_radius": float(config.init_radius),
+        "history_size": int(config.history_size),
+        "init_alpha": float(config.init_alpha),
+        "tol_obj": float(config.tol_obj),
+        "tol_rel_obj": float(config.tol_rel_obj),
+        "tol_grad": float(config.tol_grad),
+        "tol_rel_grad": float(config.tol_rel_grad),
+        "tol_param": float(config.tol_param),
+        "num_iterations": int(config.iterations),
+    }
 
 
 def chain_settings(config, chain: int, init: str, metric: str, step_size: float) -> dict:
@@ -81,12 +130,13 @@ def init_texts(model: StanModel, inits: Any, chains: int) -> list[str]:
     return texts
 
 
-def run_threads(runs: list, label: str, total: int, progress: bool) -> bool:
+def run_threads(runs: list, label: str, total: int, progress: bool, initial: list[int] | None = None) -> bool:
     """Run service objects (``NutsChain``, ``PathfinderPath``, ``Optimization``) in parallel threads.
 
     Each ``run.run()`` releases the GIL, so the runs use a core each. A bar
-    per run shows its iterations (of ``total``) on a terminal. On Ctrl-C
-    every run is asked to stop and this returns True once they have.
+    per run shows its iterations (of ``total``; from ``initial`` for runs
+    resumed from a checkpoint) on a terminal. On Ctrl-C every run is asked
+    to stop and this returns True once they have.
     """
     import threading
     import time
@@ -96,7 +146,7 @@ def run_threads(runs: list, label: str, total: int, progress: bool) -> bool:
     threads = [threading.Thread(target=run.run, daemon=True) for run in runs]
     for thread in threads:
         thread.start()
-    bars = ChainBars([total] * len(runs), label, progress, unit="it")
+    bars = ChainBars([total] * len(runs), label, progress, initial=initial, unit="it")
     try:
         while any(t.is_alive() for t in threads):
             time.sleep(0.02)
