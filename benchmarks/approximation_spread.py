@@ -1,11 +1,12 @@
 """How far the automatic approximations are from the posterior as N grows: subsets against control variates.
 
 A Bayesian logistic regression (K = 5 correlated predictors, pairwise
-correlation 0.5, N(0, 5^2) priors) written here as a user would, its
-likelihood multiplied by ``beta``. For N = 10^3, 10^4, 10^5 and m = 100,
-1000 the script prints the sd of log pi - log pi* over posterior draws
-(100 draws of a short Stan NUTS run), which sets the discretizing chain's
-mark-move acceptance (about 2 Phi(-sd / sqrt 2)), for
+correlation 0.5, N(0, 5^2) priors) written as a user would, its likelihood
+multiplied by ``beta`` (the tests' ``LOGISTIC`` and ``logistic_data`` in
+``tests/sampling/programs.py``, shared so that the two cannot drift apart).
+For N = 10^3, 10^4, 10^5 and m = 100, 1000 the script prints the sd of
+log pi - log pi* over posterior draws (100 draws of a short Stan NUTS run),
+which sets the discretizing chain's mark-move acceptance (about 2 Phi(-sd / sqrt 2)), for
 
 - ``{ kind = "subset", m }``: m observations, their likelihood scaled by N/m;
 - ``{ kind = "control-variate", m }``: the same subset corrected by
@@ -26,6 +27,7 @@ Run: .venv/bin/python benchmarks/approximation_spread.py [--dc] [--sizes 1000,10
 from __future__ import annotations
 
 import argparse
+import sys
 import tempfile
 import warnings
 from pathlib import Path
@@ -38,38 +40,10 @@ from stanaccel.sampling.config import Approximation
 from stanaccel.sampling.program import approximation, automatic_setup
 from stanaccel.stan import StanModel, compile_program
 
-PROGRAM = """
-data {
-  int<lower=2> N;
-  int<lower=1> K;
-  matrix[N, K] X;
-  array[N] int<lower=0, upper=1> y;
-  real<lower=0> prior_scale;
-  real<lower=0> beta;
-}
-parameters {
-  real alpha;
-  vector[K] w;
-}
-model {
-  if (prior_scale > 0) {
-    alpha ~ normal(0, prior_scale);
-    w ~ normal(0, prior_scale);
-  }
-  target += beta * bernoulli_logit_glm_lpmf(y | X, alpha, w);
-}
-"""
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository, for the tests' programs
+from tests.sampling.programs import LOGISTIC, logistic_data  # noqa: E402
 
 OBSERVATIONS = {"count": "N", "fields": ["X", "y"]}
-
-
-def logistic_data(n: int, k: int = 5, seed: int = 0, correlation: float = 0.5) -> dict:
-    """N observations of K predictors with pairwise correlation ``correlation``; y from the logistic model."""
-    rng = np.random.default_rng(seed)
-    cov = np.full((k, k), correlation) + (1 - correlation) * np.eye(k)
-    X = rng.normal(size=(n, k)) @ np.linalg.cholesky(cov).T
-    y = (rng.uniform(size=n) < 1 / (1 + np.exp(-(0.3 + X @ np.linspace(-1, 1, k))))).astype(int)
-    return {"N": n, "K": k, "X": X, "y": y, "prior_scale": 5.0, "beta": 1.0}
 
 
 def spreads(program: Path, sizes: list[int], ms: list[int], seed: int = 1) -> list[dict]:
@@ -77,7 +51,7 @@ def spreads(program: Path, sizes: list[int], ms: list[int], seed: int = 1) -> li
     compiled = compile_program(program)
     rows = []
     for n in sizes:
-        data = logistic_data(n, seed=seed)
+        data = {**logistic_data(n, seed=seed), "beta": 1.0}
         model = StanModel(compiled, data)
         fit = sample(
             program, data, "nuts", {"chains": 2, "warmup": 300, "draws": 200}, seed=seed, progress=False
@@ -128,7 +102,7 @@ def print_spreads(rows: list[dict], ms: list[int]) -> None:
 
 def dc_against_nuts(program: Path, n: int = 10_000, m: int = 100, seed: int = 3) -> None:
     """dc over control variates against Stan NUTS on one posterior: ESS/s with everything charged."""
-    data = logistic_data(n, seed=seed)
+    data = {**logistic_data(n, seed=seed), "beta": 1.0}
     runs = {
         "Stan NUTS": ("nuts", {}),
         f"dc (hmc) over control-variate m={m}": (
@@ -160,7 +134,7 @@ def main() -> None:
     args = parser.parse_args()
     folder = Path(tempfile.mkdtemp(prefix="approximation_spread-"))
     program = folder / "logistic_beta.stan"
-    program.write_text(PROGRAM)
+    program.write_text(LOGISTIC)
     ms = [int(m) for m in args.m.split(",")]
     rows = spreads(program, [int(n) for n in args.sizes.split(",")], ms)
     print_spreads(rows, ms)
