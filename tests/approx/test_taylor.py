@@ -1,4 +1,4 @@
-"""The mode, the Laplace approximation and control variates, against direct NumPy computations."""
+"""The Laplace approximation and control variates about Stan's mode, against direct NumPy computations."""
 
 import numpy as np
 import pytest
@@ -11,13 +11,13 @@ from stanaccel.approx import (
     check_laplace,
     control_variate_quadratic,
     control_variates,
-    find_mode,
     laplace,
     subset_of_data,
 )
-from stanaccel.densities import FunctionDensity
 from stanaccel.observations import Observations
+from stanaccel.sampling.program import posterior_mode
 from stanaccel.stan import StanModel, compile_program
+from stanaccel.stan.optimize import Mode
 from tests.sampling.programs import LOGISTIC, REGRESSION, logistic_data, regression_data, regression_posterior
 
 OBSERVATIONS = Observations("N", ("X", "y"))
@@ -31,20 +31,6 @@ def programs(tmp_path_factory):
     return compile_program(folder / "regression.stan"), compile_program(folder / "logistic_beta.stan")
 
 
-def test_find_mode_on_a_numpy_density_gives_the_mode_and_hessian():
-    # log p = -(x0 - 1)^4 / 4 - (x0 - 1)^2 - 2 (x1 + x0)^2: mode (1, -1)
-    def value(x):
-        return -((x[0] - 1) ** 4) / 4 - (x[0] - 1) ** 2 - 2 * (x[1] + x[0]) ** 2
-
-    def gradient(x):
-        return np.array([-((x[0] - 1) ** 3) - 2 * (x[0] - 1) - 4 * (x[1] + x[0]), -4 * (x[1] + x[0])])
-
-    mode = find_mode(FunctionDensity(2, value, gradient), start=np.array([3.0, 2.0]))
-    assert mode.converged and np.allclose(mode.x, [1, -1], atol=1e-7)
-    assert np.allclose(mode.hessian, [[-6, -4], [-4, -4]], atol=1e-5)
-    assert mode.newton_decrement < 1e-6 and mode.names is None
-
-
 def test_central_hessian_of_a_quadratic_is_exact():
     a = np.array([[3.0, 1.0], [1.0, 2.0]])
     assert np.allclose(central_hessian(lambda x: a @ x, np.array([5.0, -7.0])), a, atol=1e-7)
@@ -52,28 +38,40 @@ def test_central_hessian_of_a_quadratic_is_exact():
 
 def test_laplace_is_the_known_gaussian_of_a_normal_model(programs):
     data = {**regression_data(), "beta": 1.0}
-    exact = KeepConstants(StanModel(programs[0], data))
-    mode = find_mode(exact)
+    model = StanModel(programs[0], data)
+    exact = KeepConstants(model)
+    mode, _ = posterior_mode(model, data)  # Stan's L-BFGS and finite-difference Hessian
+    assert mode.jacobian and any("Optimization terminated normally" in m for m in mode.messages)
     mean, _ = regression_posterior(data)
     X = np.column_stack([np.ones(data["N"]), data["x"]])
     precision = np.eye(2) / 4 + X.T @ X / data["sigma"] ** 2
-    assert np.allclose(mode.x, mean, atol=1e-8)
+    assert np.allclose(mode.point, mean, atol=1e-6 * np.sqrt(np.diag(np.linalg.inv(precision))).min())
     assert np.allclose(-mode.hessian, precision, rtol=1e-6)
+    assert mode.log_density == pytest.approx(exact.log_density(mode.point), abs=1e-12)  # constants kept
     approx = laplace(mode)
     assert approx.param_unc_names() == ["coef.1", "coef.2"]
     for x in mean + np.random.default_rng(1).normal(0, 0.3, size=(5, 2)):
-        d = x - mean
+        d = x - mode.point
         value, grad = approx.log_density_gradient(x)
-        assert value == pytest.approx(mode.log_density - 0.5 * d @ precision @ d, abs=1e-9)
-        assert np.allclose(grad, -precision @ d, atol=1e-7)
+        assert value == pytest.approx(mode.log_density + 0.5 * d @ mode.hessian @ d, abs=1e-9)
+        assert np.allclose(grad, mode.hessian @ d, atol=1e-7)
         assert value == pytest.approx(exact.log_density(x), abs=1e-6)  # the posterior is this Gaussian
     assert approx.n_gradient == 5 and approx.seconds > 0
 
 
+def _mode(hessian) -> Mode:
+    """A mode at the origin with this Hessian."""
+    dim = len(hessian)
+    return Mode(np.zeros(dim), 0.0, np.zeros(dim), np.array(hessian, dtype=float), True, 0, 0.0, [])
+
+
 def test_a_flat_direction_is_named_as_a_singular_hessian():
-    density = FunctionDensity(2, lambda x: -((x[0] + x[1]) ** 2), lambda x: -2 * (x[0] + x[1]) * np.ones(2))
-    problem = check_laplace(find_mode(density, start=np.array([1.0, 0.5])))
-    assert problem.startswith("the Hessian of log pi at the mode is singular")
+    # log p = -(x0 + x1)^2: flat along (1, -1)
+    assert check_laplace(_mode([[-2.0, -2.0], [-2.0, -2.0]])).startswith(
+        "the Hessian of log pi at the mode is singular"
+    )
+    assert "not negative definite" in check_laplace(_mode([[-2.0, 0.0], [0.0, 1.0]]))
+    assert check_laplace(_mode([[-2.0, 0.5], [0.5, -1.0]])) is None
 
 
 def _numpy_log_likelihood(theta, X, y):
@@ -90,7 +88,7 @@ def test_control_variates_match_a_direct_numpy_computation(programs):
     data = {**logistic_data(n, seed=2), "beta": 1.0}
     model = StanModel(programs[1], data)
     exact = KeepConstants(model)
-    mode = find_mode(exact)
+    mode, _ = posterior_mode(model, data)
     subset = KeepConstants(subset_of_data(model, data, m, seed=seed, scale=True, observations=OBSERVATIONS))
     approx = control_variates(subset, control_variate_quadratic(subset, mode))
     indices = np.sort(np.random.default_rng(seed).choice(n, size=m, replace=False))  # subset_of_data's
@@ -101,13 +99,14 @@ def test_control_variates_match_a_direct_numpy_computation(programs):
         return value, -theta / scale**2
 
     def taylor(theta, full):  # T_X about the mode, from l_X's value, gradient and Hessian there
-        value, grad, hess = _numpy_log_likelihood(mode.x, *((X, y) if full else (X[indices], y[indices])))
-        d = theta - mode.x
+        value, grad, hess = _numpy_log_likelihood(mode.point, *((X, y) if full else (X[indices], y[indices])))
+        d = theta - mode.point
         return value + grad @ d + 0.5 * d @ hess @ d, grad + hess @ d
 
-    # the mode: l_full's gradient cancels the prior's
-    assert np.allclose(_numpy_log_likelihood(mode.x, X, y)[1] + log_prior(mode.x)[1], 0, atol=1e-6)
-    points = mode.x + np.random.default_rng(3).normal(0, 0.2, size=(5, mode.x.size))
+    # the mode: l_full's gradient all but cancels the prior's, and Stan's gradient there is theirs
+    gradient = _numpy_log_likelihood(mode.point, X, y)[1] + log_prior(mode.point)[1]
+    assert np.allclose(gradient, mode.gradient, atol=1e-8) and mode.newton_decrement() < 1e-3
+    points = mode.point + np.random.default_rng(3).normal(0, 0.2, size=(5, mode.point.size))
     for theta in points:
         prior, prior_grad = log_prior(theta)
         l_s, l_s_grad, _ = _numpy_log_likelihood(theta, X[indices], y[indices])
@@ -120,7 +119,7 @@ def test_control_variates_match_a_direct_numpy_computation(programs):
         assert np.allclose(grad, expected_grad, rtol=1e-6, atol=1e-6)
         assert approx.log_density(theta) == pytest.approx(value, abs=1e-9)
     # at the mode pi* matches pi to second order
-    assert approx.log_density(mode.x) == pytest.approx(exact.log_density(mode.x), abs=1e-9)
+    assert approx.log_density(mode.point) == pytest.approx(exact.log_density(mode.point), abs=1e-9)
     assert approx.param_unc_names() == exact.param_unc_names()
 
 
@@ -130,13 +129,13 @@ def test_control_variate_spread_shrinks_with_n_where_a_subsets_grows(programs):
         data = {**logistic_data(n, seed=5), "beta": 1.0}
         model = StanModel(programs[1], data)
         exact = KeepConstants(model)
-        mode = find_mode(exact)
+        mode, _ = posterior_mode(model, data)
         subset = KeepConstants(
             subset_of_data(model, data, 100, seed=1, scale=True, observations=OBSERVATIONS)
         )
         approx = control_variates(subset, control_variate_quadratic(subset, mode))
         # draws of the Laplace approximation stand for posterior draws (the posterior is near Gaussian)
-        points = np.random.default_rng(0).multivariate_normal(mode.x, np.linalg.inv(-mode.hessian), 100)
+        points = np.random.default_rng(0).multivariate_normal(mode.point, np.linalg.inv(-mode.hessian), 100)
         spread[n] = [
             ApproximationPair(exact, d).discrepancy(points)["log_ratio_sd"] for d in (subset, approx)
         ]

@@ -9,7 +9,8 @@ over :func:`stanaccel.kernels.approximation_ladder`.
 - :func:`low_rank`: ``stan/gp_ard_lowrank.stan``, FITC or subset of
   regressors with m inducing inputs, O(N m^2) per evaluation;
 - :func:`laplace` and :func:`control_variates` (:mod:`stanaccel.approx.taylor`):
-  built from the posterior alone about its mode (:func:`find_mode`): the
+  built from the posterior alone about its mode (Stan's L-BFGS,
+  :func:`stanaccel.stan.optimize.optimize`): the
   Gaussian there, and a scaled subset corrected by second-order Taylor
   control variates;
 - :class:`ApproximationPair`: any expensive and cheap density on one
@@ -17,12 +18,12 @@ over :func:`stanaccel.kernels.approximation_ladder`.
 """
 
 from stanaccel.approx.gp import inducing_inputs, low_rank, subset_of_data
-from stanaccel.approx.mode import Mode, central_hessian, find_mode
 from stanaccel.approx.pair import ApproximationPair, KeepConstants
 from stanaccel.approx.taylor import (
     ControlVariateDensity,
     LaplaceDensity,
     Quadratic,
+    central_hessian,
     check_laplace,
     control_variate_quadratic,
     control_variates,
@@ -34,13 +35,11 @@ __all__ = [
     "ControlVariateDensity",
     "KeepConstants",
     "LaplaceDensity",
-    "Mode",
     "Quadratic",
     "central_hessian",
     "check_laplace",
     "control_variate_quadratic",
     "control_variates",
-    "find_mode",
     "inducing_inputs",
     "laplace",
     "low_rank",

@@ -1,7 +1,10 @@
 """Approximations built from the posterior alone, about its mode: Laplace and control variates.
 
 Neither needs a second program. Both are expanded about the mode theta^ of
-log pi in unconstrained space (:func:`stanaccel.approx.mode.find_mode`):
+log pi in unconstrained space, Jacobian included (the mode of the density
+the samplers move on), with the Hessian there: a
+:class:`stanaccel.stan.optimize.Mode`, found by Stan's L-BFGS service
+(:func:`stanaccel.stan.optimize.optimize` with ``jacobian=True``):
 
 - :func:`laplace`: the Gaussian log pi*(theta) = log pi(theta^) + 1/2 d^T H d,
   d = theta - theta^, H the Hessian of log pi at the mode. Each evaluation
@@ -38,7 +41,7 @@ import time
 
 import numpy as np
 
-from stanaccel.approx.mode import Mode, central_hessian
+from stanaccel.stan.optimize import Mode
 
 
 class Quadratic:
@@ -54,6 +57,25 @@ class Quadratic:
         d = np.asarray(x, dtype=float) - self.centre
         hd = self.hessian @ d
         return self.value + float(self.gradient @ d) + 0.5 * float(d @ hd), self.gradient + hd
+
+
+def central_hessian(gradient, x: np.ndarray, steps: np.ndarray | None = None) -> np.ndarray:
+    """The Hessian at ``x`` by central differences of ``gradient(x) -> ndarray``: 2 dim calls.
+
+    Column i is (g(x + h_i e_i) - g(x - h_i e_i)) / (2 h_i), with h_i =
+    eps^(1/3) max(1, |x_i|) by default (the step that balances the O(h^2)
+    truncation error against rounding); the result is symmetrised.
+    """
+    x = np.asarray(x, dtype=float)
+    if steps is None:
+        steps = np.finfo(float).eps ** (1 / 3) * np.maximum(1.0, np.abs(x))
+    columns = []
+    for i, h in enumerate(steps):
+        step = np.zeros_like(x)
+        step[i] = h
+        columns.append((gradient(x + step) - gradient(x - step)) / (2 * h))
+    hessian = np.column_stack(columns)
+    return (hessian + hessian.T) / 2
 
 
 class _Timed:
@@ -149,9 +171,9 @@ class ControlVariateDensity(_Timed):
 def laplace(mode: Mode) -> LaplaceDensity:
     """The Laplace approximation at ``mode`` (a negative definite Hessian: see :func:`check_laplace`).
 
-    Its parameters are named as the density whose mode it is (``mode.names``).
+    Its parameters are named as the model whose mode it is (``mode.names``).
     """
-    quadratic = Quadratic(mode.x, mode.log_density, np.zeros_like(mode.x), mode.hessian)
+    quadratic = Quadratic(mode.point, mode.log_density, np.zeros_like(mode.point), mode.symmetric_hessian())
     return LaplaceDensity(quadratic, mode.names)
 
 
@@ -161,7 +183,7 @@ def check_laplace(mode: Mode) -> str | None:
     A flat direction (an improper prior, a parameter the data do not
     identify) leaves the Hessian singular; a saddle leaves it indefinite.
     """
-    eigenvalues = np.linalg.eigvalsh(-mode.hessian)
+    eigenvalues = np.linalg.eigvalsh(-mode.symmetric_hessian())
     largest = float(np.max(np.abs(eigenvalues)))
     if eigenvalues[0] > 1e-10 * max(largest, 1.0):
         return None
@@ -176,17 +198,18 @@ def check_laplace(mode: Mode) -> str | None:
 def control_variate_quadratic(subset, mode: Mode) -> Quadratic:
     """The Taylor expansion of log pi - log subset about ``mode`` (of pi): value, gradient, Hessian.
 
-    pi's value, gradient and Hessian there come with the mode (``find_mode``
-    on pi, so nothing of pi is evaluated again); the subset's Hessian is
-    by central differences of its gradients (2 dim subset gradients).
+    pi's value (with its constants, as the subset's), gradient and Hessian
+    there come with the mode, so nothing of pi is evaluated again; the
+    subset's Hessian is by central differences of its gradients (2 dim
+    subset gradients).
     """
-    sub_value, sub_grad = subset.log_density_gradient(mode.x)
+    sub_value, sub_grad = subset.log_density_gradient(mode.point)
 
     def subset_gradient(x):
         return np.asarray(subset.log_density_gradient(x)[1], dtype=float)
 
-    hessian = mode.hessian - central_hessian(subset_gradient, mode.x)
-    return Quadratic(mode.x, mode.log_density - sub_value, mode.gradient - np.asarray(sub_grad), hessian)
+    hessian = mode.symmetric_hessian() - central_hessian(subset_gradient, mode.point)
+    return Quadratic(mode.point, mode.log_density - sub_value, mode.gradient - np.asarray(sub_grad), hessian)
 
 
 def control_variates(subset, quadratic: Quadratic) -> ControlVariateDensity:

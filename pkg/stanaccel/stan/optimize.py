@@ -14,38 +14,21 @@ Pareto k that says how good it is.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
 from stanaccel.stan.errors import StanEvaluationError
 from stanaccel.stan.model import StanModel
 from stanaccel.stan.pathfinder import psis
-from stanaccel.stan.services import init_texts, run_threads
+from stanaccel.stan.services import LbfgsSettings, init_texts, lbfgs_settings, run_threads
 
 
 @dataclass
-class OptimizeSettings:
+class OptimizeSettings(LbfgsSettings):
     """Settings of Stan's L-BFGS optimiser, with CmdStan's defaults."""
 
-    seed: int = 1
-    init_radius: float = 2.0
-    history_size: int = 5
-    init_alpha: float = 0.001
-    tol_obj: float = 1e-12
-    tol_rel_obj: float = 1e4
-    tol_grad: float = 1e-8
-    tol_rel_grad: float = 1e7
-    tol_param: float = 1e-8
-    iterations: int = 2000
-
-    def check(self) -> None:
-        """Raise ValueError naming the first setting out of range."""
-        for name in ("history_size", "iterations"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"optimize's {name} must be at least 1, not {getattr(self, name)}")
-        if not 0 <= self.seed < 2**32:
-            raise ValueError(f"seed must be in [0, 2**32), not {self.seed}")
+    service: ClassVar[str] = "optimize"
 
 
 @dataclass
@@ -70,6 +53,8 @@ class Mode:
         Wall time of the optimisation and the Hessian.
     messages : list of str
         Stan's log messages.
+    names : list of str or None
+        The model's unconstrained parameter names.
     """
 
     point: np.ndarray
@@ -80,6 +65,7 @@ class Mode:
     iterations: int
     seconds: float
     messages: list[str]
+    names: list[str] | None = None
 
     def covariance(self) -> np.ndarray:
         """The Laplace approximation's covariance, (-H)^-1.
@@ -104,6 +90,18 @@ class Mode:
         if not np.all(np.isfinite(eigenvalues)) or eigenvalues[0] <= 0:
             return float("inf")
         return float(eigenvalues[-1] / eigenvalues[0])
+
+    def newton_decrement(self) -> float:
+        """sqrt(g^T (-H)^-1 g): the distance to the quadratic's peak in the Laplace approximation's sds.
+
+        Near zero at a converged mode; NaN when -H is not positive definite.
+        """
+        try:
+            root = np.linalg.cholesky(-self.symmetric_hessian())
+        except np.linalg.LinAlgError:
+            return float("nan")
+        w = np.linalg.solve(root, self.gradient)
+        return float(np.sqrt(w @ w))
 
     def hessian_problem(self, max_condition: float = 1e10) -> str | None:
         """Why the Hessian gives no sound Gaussian, or None when it does.
@@ -182,6 +180,7 @@ def optimize(
         iterations=int(r["iterations"]),
         seconds=float(r["seconds"]),
         messages=list(r["messages"]),
+        names=model.param_unc_names(),
     )
 
 
@@ -233,18 +232,4 @@ def _log_density(model: StanModel, point: np.ndarray, jacobian: bool) -> float:
 
 def _settings(config: OptimizeSettings, init: str, jacobian: bool) -> dict:
     """The settings of the service call (``Optimization``)."""
-    return {
-        "init": init,
-        "jacobian": bool(jacobian),
-        "seed": int(config.seed),
-        "chain": 1,
-        "init_radius": float(config.init_radius),
-        "history_size": int(config.history_size),
-        "init_alpha": float(config.init_alpha),
-        "tol_obj": float(config.tol_obj),
-        "tol_rel_obj": float(config.tol_rel_obj),
-        "tol_grad": float(config.tol_grad),
-        "tol_rel_grad": float(config.tol_rel_grad),
-        "tol_param": float(config.tol_param),
-        "num_iterations": int(config.iterations),
-    }
+    return {**lbfgs_settings(config, init), "jacobian": bool(jacobian), "chain": 1}
