@@ -36,6 +36,9 @@ WARMUPS = ("nuts", "pathfinder", "laplace")
 """The warm-ups a ``warmup`` setting names: Stan's NUTS (the default), or a cheap one that fits a Gaussian
 (Stan's Pathfinder; the mode by L-BFGS and the Hessian there) for the methods whose table entry accepts it."""
 
+NUTS_WARMUP = WARMUPS[0]
+"""The ``warmup`` name of Stan's NUTS warm-up (a warm-up, not the method of that name)."""
+
 LARGEST = 1e6
 """The largest value of a number setting that has no upper bound of its own (a scale, a step size,
 a prior sd). Far beyond any useful value: a proposal scaled by more is refused almost surely, and
@@ -242,7 +245,7 @@ class SamplerConfig:
     @property
     def warmup_kind(self) -> str:
         """The warm-up this configuration asks for: "nuts", "pathfinder" or "laplace"."""
-        return self.warmup if isinstance(self.warmup, str) else "nuts"
+        return self.warmup if isinstance(self.warmup, str) else NUTS_WARMUP
 
     @property
     def is_exact(self) -> bool:
@@ -680,7 +683,7 @@ def _check(key: str, value: Any, meta: dict, prefix: str) -> Any:
     if kind == "warmup":
         names = ", ".join(map(repr, WARMUPS))
         if isinstance(value, str) and value in WARMUPS:
-            return 1000 if value == "nuts" else value
+            return 1000 if value == NUTS_WARMUP else value
         if isinstance(value, bool) or not isinstance(value, int | str):
             raise ConfigError(f"{shown}: expected a number of NUTS warm-up iterations or one of {names}")
         if isinstance(value, str):

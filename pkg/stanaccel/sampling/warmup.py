@@ -35,7 +35,7 @@ from typing import Any
 
 import numpy as np
 
-from stanaccel.sampling.config import method_record
+from stanaccel.sampling.config import NUTS_WARMUP, method_record
 from stanaccel.stan import StanModel
 from stanaccel.stan.errors import StanEvaluationError
 from stanaccel.stan.nuts import NutsFit, WarmupState, sample_nuts
@@ -124,7 +124,7 @@ class Adaptation:
             tuned["prior_sd"] = 1.0
         if self.step_size is not None:
             tuned["step_size"] = self.step_size
-        if self.step_size is not None or self.warmup != "nuts":  # the metric is the posterior's scale
+        if self.step_size is not None or self.warmup != NUTS_WARMUP:  # the metric is the posterior's scale
             tuned["scale"] = 2.38 / np.sqrt(dim)
         return tuned
 
@@ -178,7 +178,7 @@ def warm_up(model, config, seeds, warmup_from, progress, say, charged, checkpoin
     Stan's NUTS warm-up (1000 iterations); the Adaptation's ``report`` says so.
     """
     report: dict[str, Any] = {}
-    if config.warmup_kind != "nuts" and warmup_from is None:
+    if config.warmup_kind != NUTS_WARMUP and warmup_from is None:
         adaptation, report = cheap_warm_up(model, config, seeds, progress, say, charged)
         if adaptation is not None:
             return adaptation
