@@ -143,3 +143,14 @@ def test_a_workflow_step_records_the_pilots_in_provenance_and_the_report(files, 
     bad.write_text(WORKFLOW.format(pilot_draws=100) + "n_steps = 4\n")
     with pytest.raises(ValueError, match="setting 'n_steps' is a setting of hmc"):
         run_workflow(bad, output=tmp_path / "bad", progress=False)
+
+
+def test_the_modes_check_tells_chains_in_one_mode_from_chains_in_two():
+    from stanaccel.sampling.auto import MODE_GAP, mode_gap
+
+    rng = np.random.default_rng(0)
+    one = [rng.normal(size=(200, 3)) for _ in range(4)]
+    assert mode_gap(one) < MODE_GAP
+    two = [*one[:3], rng.normal(size=(200, 3)) + [0.0, 6.0, 0.0]]
+    assert mode_gap(two) > MODE_GAP
+    assert mode_gap(one[:1]) == 0.0

@@ -245,7 +245,7 @@ def sample_auto(
                 )  # fmt: skip
             )
     _agreement(pilots)
-    gap = mode_gap([p.result for p in pilots if p.result is not None])
+    gap = mode_gap([chain for p in pilots if p.result is not None for chain in _unconstrained(p.result)])
     modes = {"gap": gap, "limit": MODE_GAP, "disagree": bool(gap > MODE_GAP)}
     tempering = [(spec, s) for spec, s in candidates if spec.auto == "modes"]
     if modes["disagree"]:
@@ -436,14 +436,13 @@ def _agreement(pilots: list[Pilot]) -> None:
             pilot.note = f"disagrees with the NUTS pilot (|z| {pilot.z_max:.1f} > {limit:.1f})"
 
 
-def mode_gap(results: list[SampleResult]) -> float:
-    """The largest distance between two pilot chains' means of a coordinate, in within-chain sds.
+def mode_gap(chains: list[np.ndarray]) -> float:
+    """The largest distance between two chains' means of a coordinate, in within-chain sds.
 
-    Over every chain of every pilot, on the unconstrained parameters: chains
-    in one mode differ by about sd / sqrt(ESS per chain); chains in different
-    modes by the distance between them.
+    ``chains`` are (draws, dim) arrays of unconstrained draws, every chain of
+    every pilot: chains in one mode differ by about sd / sqrt(ESS per chain);
+    chains in different modes by the distance between them.
     """
-    chains = [chain for r in results for chain in _unconstrained(r)]
     if len(chains) < 2:
         return 0.0
     means = np.array([c.mean(axis=0) for c in chains])
