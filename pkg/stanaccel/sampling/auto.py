@@ -231,18 +231,9 @@ def sample_auto(
         adaptation, warm_seconds, warm_report = _shared_warm_up(model, shared, auto, seeds, progress, say)
     for index, (spec, settings) in enumerate(candidates):
         if spec.auto in ("warm", "approximation"):
+            pilot_seed = spawn_seed(seed, 2, index)
             pilots.append(
-                _pilot(
-                    spec,
-                    settings,
-                    model,
-                    data,
-                    adaptation,
-                    warm_seconds,
-                    auto,
-                    spawn_seed(seed, 2, index),
-                    say,
-                )  # fmt: skip
+                _pilot(spec, settings, model, data, adaptation, warm_seconds, auto, pilot_seed, say)
             )
     _agreement(pilots)
     gap = mode_gap([chain for p in pilots if p.result is not None for chain in _unconstrained(p.result)])
@@ -252,18 +243,9 @@ def sample_auto(
         say(f"auto: the pilots' chains disagree about the modes (chain means {gap:.1f} within-chain sds "
             f"apart, above {MODE_GAP:g}): piloting tempering too")  # fmt: skip
         for index, (spec, settings) in enumerate(tempering):
+            pilot_seed = spawn_seed(seed, 3, index)
             pilots.append(
-                _pilot(
-                    spec,
-                    settings,
-                    model,
-                    data,
-                    adaptation,
-                    warm_seconds,
-                    auto,
-                    spawn_seed(seed, 3, index),
-                    say,
-                )  # fmt: skip
+                _pilot(spec, settings, model, data, adaptation, warm_seconds, auto, pilot_seed, say)
             )
         _agreement(pilots)
     eligible = [
@@ -275,7 +257,7 @@ def sample_auto(
     elif modes["disagree"]:
         why = (
             "the pilots disagree about the modes and no tempering method could run "
-            f"({'; '.join(skipped.get(m, '') for m in skipped) or 'none'}); the highest projected ESS/s, "
+            f"({'; '.join(skipped.values()) or 'none'}); the highest projected ESS/s, "
             "which may miss a mode"
         )
     else:
