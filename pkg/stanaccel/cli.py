@@ -183,6 +183,8 @@ def _sample(args: argparse.Namespace) -> int:
               file=sys.stderr)  # fmt: skip
         return INTERRUPTED
     print(result.summary().to_string())
+    if "auto" in metrics:
+        print(metrics["auto"]["reason"])
     charged = ", ".join(f"{k} {v:.1f} s" for k, v in result.charged_seconds.items()) or "nothing"
     print(
         f"{metrics['sampler']} ({'exact' if metrics['exact'] else 'APPROXIMATE'} sampler; "
@@ -378,6 +380,7 @@ def build_parser() -> argparse.ArgumentParser:
     nuts.add_argument("--quiet", "-q", action="store_true", help="no progress bar")
     nuts.set_defaults(func=_nuts)
 
+    from stanaccel.sampling.auto import AUTO
     from stanaccel.sampling.config import keys
     from stanaccel.sampling.methods import METHODS
     from stanaccel.sampling.tune import OBJECTIVES
@@ -399,8 +402,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sample.add_argument("program", help=f"a .stan file or a bundled program ({_bundled_programs()})")
     sample.add_argument("--data", help="Stan JSON data file")
-    sample.add_argument("--method", "-m", choices=list(METHODS), metavar="METHOD",
-                        help=f"the sampler: {', '.join(METHODS)} (default: --config's or nuts)")  # fmt: skip
+    sample.add_argument("--method", "-m", choices=[*METHODS, AUTO], metavar="METHOD",
+                        help=f"the sampler: {', '.join(METHODS)} (default: --config's or nuts); or {AUTO}: "
+                        "short pilots of the exact methods, the one of highest projected ESS/s "
+                        "(everything charged) run in full (settings: chains, draws, pilot_draws, "
+                        "observations)")  # fmt: skip
     sample.add_argument("--set", action="append", metavar="KEY=VALUE",
                         help="a setting, its value read as TOML (n_steps=20, inner=mh, "
                         "'observations={count=\"N\", fields=[\"x\", \"y\"]}'); repeat for more")  # fmt: skip

@@ -216,6 +216,7 @@ def _load_sampler(folder: Path, step: dict[str, Any]) -> dict[str, Any] | None:
             ),
         ],
         "statistics": _kernel_statistics(folder / "statistics.json"),
+        "auto": _auto_table(metrics.get("auto")),
         "summary_html": table.head(SUMMARY_ROWS).to_html(classes="summary", float_format=_format, border=0),
         "summary_truncated": len(table) > SUMMARY_ROWS,
         "summary_size": len(table),
@@ -223,6 +224,31 @@ def _load_sampler(folder: Path, step: dict[str, Any]) -> dict[str, Any] | None:
         "trace": figures.data_uri(figures.trace_figure(idata)),
         "rank": figures.data_uri(figures.rank_figure(idata)),
         "plotted": figures.plotted_coords(idata)[1],
+    }
+
+
+AUTO_COLUMNS = (
+    ("method", "method"),
+    ("warmup", "warm-up"),
+    ("warmup_s", "warm-up (s)"),
+    ("setup_s", "set-up (s)"),
+    ("pilot_ess_per_draw", "pilot ESS/draw"),
+    ("s_per_draw", "s/draw"),
+    ("projected_ess_per_s", "projected ESS/s"),
+    ("chosen", "chosen"),
+    ("note", "note"),
+)
+
+
+def _auto_table(auto: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The pilot table of a ``method = "auto"`` step (its metrics' ``auto``), with the reason and formula."""
+    if not auto:
+        return None
+    return {
+        "columns": [label for _, label in AUTO_COLUMNS],
+        "rows": [[_format(row.get(key)) for key, _ in AUTO_COLUMNS] for row in auto.get("pilots", [])],
+        "reason": auto.get("reason", ""),
+        "formula": auto.get("formula", ""),
     }
 
 

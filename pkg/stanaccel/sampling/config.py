@@ -32,10 +32,12 @@ INNER_KERNELS = ("mh", "hmc")
 temperature. Written out (the table of methods imports this module); every ``inner`` choice is a method
 with a ``move`` there (``tests/sampling/test_methods.py`` checks)."""
 
-NUTS_WARMUP = "nuts"  # a warm-up kind (Stan's own), not the method
-WARMUPS = (NUTS_WARMUP, "pathfinder", "laplace")
+WARMUPS = ("nuts", "pathfinder", "laplace")
 """The warm-ups a ``warmup`` setting names: Stan's NUTS (the default), or a cheap one that fits a Gaussian
 (Stan's Pathfinder; the mode by L-BFGS and the Hessian there) for the methods whose table entry accepts it."""
+
+NUTS_WARMUP = WARMUPS[0]
+"""The ``warmup`` name of Stan's NUTS warm-up (a warm-up, not the method of that name)."""
 
 LARGEST = 1e6
 """The largest value of a number setting that has no upper bound of its own (a scale, a step size,

@@ -37,24 +37,27 @@ from typing import TYPE_CHECKING, Any
 from stanaccel.executors import Executor, check_reachable, executor_from
 from stanaccel.extras import require_latent
 from stanaccel.programs import program_path
+from stanaccel.sampling.auto import auto_settings, is_auto, sample_auto
 from stanaccel.sampling.build import no_laplace
 from stanaccel.sampling.config import ConfigError, make_config
 from stanaccel.sampling.methods import method_spec
 from stanaccel.sampling.program import (
     Program,
+    ProgramConventionError,
     check_beta_used,
+    check_finite_data,
     check_instance,
     check_program,
     prepare_approximations,
     prepare_data,
 )
 from stanaccel.sampling.result import SampleResult
-from stanaccel.sampling.run import SEEDS, run_sampler, say_failed_quantities
+from stanaccel.sampling.run import SEEDS, run_nuts, run_sampler
 from stanaccel.sampling.training import train
-from stanaccel.sampling.warmup import charge_borrowed, checkpoint_part, read_warmup, warm_up
+from stanaccel.sampling.warmup import warm_up
 from stanaccel.seeds import check_seed, spawn_seeds
 from stanaccel.stan import CompiledProgram, StanModel, compile_program
-from stanaccel.stan.nuts import WarmupState, sample_nuts
+from stanaccel.stan.nuts import WarmupState
 
 if TYPE_CHECKING:  # for the annotation: --tune's modules (stanaccel.tuning) load only when a run tunes
     from stanaccel.sampling.tune import TuneSpec
@@ -103,7 +106,10 @@ def sample(
         The Stan data (a dict or a Stan JSON file). A program that declares
         ``beta`` gets ``beta = 1`` unless the data set it.
     method : str
-        One of ``stanaccel.sampling.METHODS``.
+        One of ``stanaccel.sampling.METHODS``, or ``"auto"``: short pilots of the exact candidates,
+        the one of highest projected ESS per second (everything charged) run in full
+        (:mod:`stanaccel.sampling.auto`; its settings are ``chains``, ``draws``,
+        ``pilot_draws`` and ``observations``).
     settings : dict
         The method's settings (``stanaccel.sampling.keys(method)``); a value
         set here wins over one tuned from the warm-up, which wins over the default.
@@ -160,6 +166,9 @@ def sample(
     from stanaccel.sampling.tune import checked_space, tune_spec
 
     say = log or (lambda line: None)
+    if is_auto(method):
+        return _sample_auto(program, data, settings, seed, warmup_from, progress, sources, say, checkpoint,
+                            executor, tune)  # fmt: skip
     config = make_config(method, settings, sources)
     spec = method_spec(config.method)
     if spec.latent:
@@ -199,7 +208,7 @@ def sample(
     name = source.name
     seeds = spawn_seeds(seed, SEEDS)
     if spec.stan_nuts:
-        return _nuts(config, model, name, seed, seeds, warmup_from, progress, say, checkpoint)
+        return run_nuts(config, model, name, seed, seeds, warmup_from, progress, say, checkpoint)
     prepare_approximations(config, model, data, seeds["subsets"], say)  # a singular Laplace: refused here
 
     charged: dict[str, float] = {}
@@ -215,6 +224,43 @@ def sample(
     if adaptation.report:
         result.reports["warmup"] = adaptation.report
     return result
+
+
+def _sample_auto(
+    program, data, settings, seed, warmup_from, progress, sources, say, checkpoint, executor, tune
+):
+    """``method = "auto"`` (:mod:`stanaccel.sampling.auto`), after checking what it is given."""
+    auto = auto_settings(settings, sources)
+    check_seed(seed, "seed")
+    if tune is not None:
+        raise ConfigError(
+            "method 'auto' pilots each candidate with its own settings; --tune tunes one method's: "
+            "choose the method (--method hmc --tune) or drop --tune"
+        )
+    if warmup_from is not None:
+        raise ConfigError(
+            "method 'auto' runs its own warm-ups (a cheap one shared by the candidates, a short NUTS one for "
+            "the NUTS pilot); an earlier warm-up (warmup_from) is for one method: drop one of them"
+        )
+    if is_target(program):
+        raise ConfigError(f"method 'auto' chooses among samplers of a Stan program, not of {program.name}")
+    if isinstance(executor, str):
+        check_reachable(executor)  # a mistake found before the pilots, not after
+    if isinstance(program, StanModel) and data is None:
+        data = json.loads(program.data_json)
+    data_label = f"data file {data}" if isinstance(data, str | Path) else "the data"
+    source = Program.of(_program_file(program))
+    data = prepare_data(source, data)
+    if auto.observations is not None:
+        try:
+            auto.observations.check(data)
+        except ValueError as error:
+            raise ProgramConventionError(str(error)) from None
+    model = StanModel(load_program(program), data)
+    check_finite_data(model, data, data_label)
+    with _executor(executor) as chosen:
+        return sample_auto(source, model, data, auto, seed=seed, progress=progress, say=say,
+                           checkpoint=checkpoint, executor=chosen)  # fmt: skip
 
 
 def _run_tuned(
@@ -281,32 +327,3 @@ def _executor(spec: Executor | str | None):
         return
     with executor_from(spec) as made:
         yield made
-
-
-def _nuts(config, model, name, seed, seeds, warmup_from, progress, say, checkpoint=None) -> SampleResult:
-    resolved, sources = config.resolve({})
-    charged: dict[str, float] = {}
-    settings = {
-        "draws": resolved.draws,
-        "seed": seeds["nuts"],
-        "delta": resolved.delta,
-        "max_depth": resolved.max_depth,
-    }
-    if warmup_from is None:
-        settings.update(chains=resolved.chains, warmup=resolved.warmup, metric=resolved.metric)
-        say(f"Stan NUTS on {name}: {resolved.chains} chains x ({resolved.warmup} warm-up + {resolved.draws})")
-    else:
-        warmup_from = read_warmup(warmup_from, model)
-        charge_borrowed(warmup_from, charged, say)
-        if "chains" in config.user_keys():
-            settings["chains"] = resolved.chains
-        say(f"Stan NUTS on {name}: {resolved.draws} draws per chain from an earlier warm-up")
-    fit = sample_nuts(
-        model,
-        warmup_from=warmup_from,
-        progress=progress,
-        checkpoint=checkpoint_part(checkpoint, "nuts"),
-        **settings,
-    )
-    say_failed_quantities(fit, say)
-    return SampleResult(resolved, sources, fit, name, seed, charged)

@@ -120,6 +120,16 @@ class MethodSpec:
         "laplace") instead of Stan's NUTS warm-up.
     studies : tuple of str
         The study workflows that offer it (``pde``, ``approximation``, ``tempering``, ``latent``).
+    auto : str, optional
+        Its role as a candidate of ``--method auto`` (:mod:`stanaccel.sampling.auto`):
+        "own-warmup", piloted after a short warm-up of its own (Stan's NUTS); "warm", piloted
+        after the cheap warm-up the candidates share; "approximation", the same
+        over the automatic approximation of the program (control variates where
+        the observations are declared and the program has ``beta``, else
+        Laplace); "modes", piloted only when the other pilots disagree about the
+        posterior's modes. None: ``auto`` never tries it.
+    auto_settings : tuple of (key, value)
+        Settings ``auto`` gives it (its pilot's and its full run's).
     """
 
     config: type[SamplerConfig]
@@ -135,6 +145,8 @@ class MethodSpec:
     acceptance_key: str | None = None
     cheap_warmup: bool = False
     studies: tuple[str, ...] = ()
+    auto: str | None = None
+    auto_settings: tuple[tuple[str, Any], ...] = ()
 
     @property
     def name(self) -> str:
@@ -408,7 +420,7 @@ _ALL_STUDIES = ("pde", "approximation", "tempering", "latent")
 METHODS: dict[str, MethodSpec] = {
     spec.name: spec
     for spec in (
-        MethodSpec(NutsConfig, "Stan NUTS", None),
+        MethodSpec(NutsConfig, "Stan NUTS", None, auto="own-warmup"),
         MethodSpec(
             MHConfig,
             "MH",
@@ -426,6 +438,7 @@ METHODS: dict[str, MethodSpec] = {
             move=hmc_move,
             cheap_warmup=True,
             studies=_ALL_STUDIES,
+            auto="warm",
         ),
         MethodSpec(
             MALAConfig,
@@ -445,8 +458,9 @@ METHODS: dict[str, MethodSpec] = {
             needs_draws=True,
             cheap_warmup=True,
             studies=("pde",),
+            auto="warm",
         ),
-        MethodSpec(IMHConfig, "IMH", _imh, _imh_space, needs_draws=True, cheap_warmup=True),
+        MethodSpec(IMHConfig, "IMH", _imh, _imh_space, needs_draws=True, cheap_warmup=True, auto="warm"),
         MethodSpec(
             HPCNConfig,
             "h-pCN",
@@ -465,6 +479,7 @@ METHODS: dict[str, MethodSpec] = {
             tempering="swaps",
             cheap_warmup=True,
             studies=("pde", "tempering"),
+            auto="modes",
         ),
         MethodSpec(
             TTConfig,
@@ -502,6 +517,8 @@ METHODS: dict[str, MethodSpec] = {
             acceptance_key="move_acceptance",
             cheap_warmup=True,
             studies=("pde", "approximation"),
+            auto="approximation",
+            auto_settings=(("inner", "hmc"),),
         ),
         MethodSpec(
             TTApproxConfig,

@@ -49,7 +49,8 @@ class SampleResult(Result):
         Method-specific records: "approximations" (cost and spread), "autoencoder"
         (training and reconstruction), "summaries" (each chain's kernel summary),
         "density_costs" (per chain, the evaluations and seconds of the exact density
-        and of each approximation). Plain values only, so that a result pickles.
+        and of each approximation), "auto" (``method = "auto"``: the pilot table and
+        why the method was chosen). Plain values only, so that a result pickles.
     """
 
     config: SamplerConfig
@@ -199,6 +200,7 @@ class SampleResult(Result):
                 else {}
             ),
             **({"warmup": jsonable(self.reports["warmup"])} if "warmup" in self.reports else {}),
+            **({"auto": jsonable(self.reports["auto"])} if "auto" in self.reports else {}),
         }
 
 

@@ -31,7 +31,7 @@ from stanaccel.sampling.methods import StepTuning, method_spec
 from stanaccel.sampling.program import describe_approximation, prepare_approximations
 from stanaccel.sampling.result import SampleResult, method_label
 from stanaccel.sampling.training import Trained, train
-from stanaccel.sampling.warmup import Adaptation, checkpoint_part
+from stanaccel.sampling.warmup import Adaptation, charge_borrowed, checkpoint_part, read_warmup
 from stanaccel.seeds import spawn_seeds
 from stanaccel.stan import StanModel, compile_program
 from stanaccel.stan.nuts import NutsFit, sample_nuts
@@ -301,3 +301,36 @@ def _cost(density) -> dict[str, float]:
         "evaluations": evaluations(density),
         "seconds": getattr(density, "seconds", float("nan")),
     }
+
+
+def run_nuts(
+    config, model, name, seed, seeds, warmup_from=None, progress=False, say=None, checkpoint=None
+) -> SampleResult:
+    """Stan's NUTS on ``model`` with ``config``'s settings (or from an earlier warm-up), as a SampleResult."""
+    say = say or (lambda line: None)
+    resolved, sources = config.resolve({})
+    charged: dict[str, float] = {}
+    settings = {
+        "draws": resolved.draws,
+        "seed": seeds["nuts"],
+        "delta": resolved.delta,
+        "max_depth": resolved.max_depth,
+    }
+    if warmup_from is None:
+        settings.update(chains=resolved.chains, warmup=resolved.warmup, metric=resolved.metric)
+        say(f"Stan NUTS on {name}: {resolved.chains} chains x ({resolved.warmup} warm-up + {resolved.draws})")
+    else:
+        warmup_from = read_warmup(warmup_from, model)
+        charge_borrowed(warmup_from, charged, say)
+        if "chains" in config.user_keys():
+            settings["chains"] = resolved.chains
+        say(f"Stan NUTS on {name}: {resolved.draws} draws per chain from an earlier warm-up")
+    fit = sample_nuts(
+        model,
+        warmup_from=warmup_from,
+        progress=progress,
+        checkpoint=checkpoint_part(checkpoint, "nuts"),
+        **settings,
+    )
+    say_failed_quantities(fit, say)
+    return SampleResult(resolved, sources, fit, name, seed, charged)

@@ -227,11 +227,15 @@ def _run_steps(workflow: Workflow, context: RunContext, use_cache: bool) -> RunC
 
 
 def _settings_used(result: dict[str, Any]) -> dict[str, Any]:
-    """A sampler step's settings as it ran them (tuned values filled in) and where each came from."""
+    """A sampler step's settings as it ran them (tuned values filled in) and where each came from;
+    for ``method = "auto"``, its pilot table and why it chose the method."""
     sampled = result.get("result")
     if sampled is None or not hasattr(sampled, "config"):
         return {}
-    return {"settings_used": sampled.config.as_dict(), "setting_sources": dict(sampled.sources)}
+    used = {"settings_used": sampled.config.as_dict(), "setting_sources": dict(sampled.sources)}
+    if "auto" in getattr(sampled, "reports", {}):  # method = "auto": the pilots and the choice
+        used["auto"] = sampled.reports["auto"]
+    return used
 
 
 def _write(path: Path, record: dict[str, Any]) -> None:

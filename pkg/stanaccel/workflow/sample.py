@@ -2,7 +2,8 @@
 
 Keys: ``program`` (a bundled name or a ``.stan`` file; default: the data
 step's program), ``data`` (an earlier step or a Stan JSON file), ``method``
-(default ``nuts``), ``warmup_from`` (an earlier ``nuts`` step or ``sample``
+(default ``nuts``; ``auto``: pilots, the best run in full, :mod:`stanaccel.sampling.auto`),
+``warmup_from`` (an earlier ``nuts`` step or ``sample``
 step with method ``nuts``, a netCDF file, or a list of CmdStan CSV files), ``tuning`` (a table: tune
 the settings by Bayesian optimisation, as ``stanaccel sample --tune``; see :data:`TUNE_SCHEMA`), and the
 method's settings
@@ -24,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from stanaccel.diagnostics.files import jsonable
+from stanaccel.sampling.auto import AUTO, AUTO_KEYS, auto_settings, is_auto
 from stanaccel.sampling.config import ConfigError, check_setting, keys
 from stanaccel.sampling.engine import sample
 from stanaccel.sampling.methods import METHODS, method_spec
@@ -77,13 +79,26 @@ TUNE_SCHEMA = Table(
 latent methods (the step's own Robbins-Monro tuning)."""
 
 
+class AutoSetting:
+    """A setting of a step whose method is ``auto``: refused, saying why, unless ``auto`` takes it."""
+
+    def check(self, value: Any, key: str, where: Where) -> None:
+        try:
+            auto_settings({key: value}, "step")
+        except ConfigError as error:
+            raise where.error(str(error)) from None
+
+
 def _schema(step: dict[str, Any]) -> dict[str, Any]:
     method = step.get("method", "nuts")
     settings = {key: Setting(method) for key in keys(method)} if method in METHODS else {}
+    if is_auto(method):  # every method's settings, to refuse them with the reason
+        names = {key: None for name in METHODS for key in keys(name)} | dict.fromkeys(AUTO_KEYS)
+        settings = {key: AutoSetting() for key in names}
     return {
         "program": STAN_PROGRAM,
         "data": EARLIER_STEP_OR_FILE,
-        "method": one_of(*METHODS),
+        "method": one_of(*METHODS, AUTO),
         "warmup_from": WarmupSource(),
         "tuning": TUNE_SCHEMA,
         **settings,

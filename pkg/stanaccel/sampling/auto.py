@@ -1,0 +1,470 @@
+"""``method = "auto"``: short pilots of the exact candidates, each scored by the ESS per second its full
+run would give with everything charged; the best runs in full.
+
+"auto" is not a method of the table: it chooses one. The candidates and
+their roles come from the table (:attr:`~stanaccel.sampling.methods.MethodSpec.auto`):
+
+- "own-warmup" (Stan's NUTS): piloted after a short warm-up of its own
+  (:data:`NUTS_PILOT_WARMUP` iterations);
+- "warm": piloted after one cheap warm-up that they share (Laplace; Stan's
+  Pathfinder if Laplace's diagnostics fail; NUTS's warm-up if both do:
+  :mod:`~stanaccel.sampling.warmup`), which the chosen one's full run reuses;
+- "approximation": the same, over the automatic approximation of the
+  program: control variates about the mode (kind "control-variate", m =
+  :func:`control_variate_size`) where the observations are declared and
+  the program has ``beta``, else the Gaussian at the mode (kind "laplace");
+- "modes": tempering, piloted only when the other pilots' chains disagree
+  about where the posterior's mass is (:func:`mode_gap` above
+  :data:`MODE_GAP`); then the choice is among these.
+
+Each pilot runs :data:`PILOT_CHAINS` chains of ``pilot_draws`` draws, in
+parallel as the full run's chains run. Per chain-draw it gives an ESS (the
+worst parameter's bulk ESS over the pilot's chain-draws) and seconds (its
+slowest chain's seconds over the pilot's chain-draws: the time of a run
+without the fixed cost of starting one); for a full run of C chains x D
+draws the score is
+
+    projected ESS/s = e x C x D / (W + S + t x C x D)
+
+with e the pilot's ESS per chain-draw, t its sampling seconds per chain-draw,
+W the warm-up the full run needs (the shared cheap warm-up's measured
+seconds; for NUTS its own 1000-iteration warm-up, projected from the pilot's
+seconds per warm-up iteration), and S the method's own set-up measured in its
+pilot (step tuning, the approximation's mode and Taylor coefficients). The
+pilots themselves are not in the score (they are spent whichever method is
+chosen) but are charged to the result ("auto pilots"). A pilot whose
+posterior means differ from the NUTS pilot's by more than a Bonferroni
+z limit (:data:`AGREEMENT_P`) is not chosen.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, fields
+from typing import Any
+
+import numpy as np
+from scipy.stats import norm
+
+from stanaccel.diagnostics import reference_z_scores
+from stanaccel.errors import ConfigError
+from stanaccel.observations import Observations
+from stanaccel.sampling.config import _check, keys, make_config, setting
+from stanaccel.sampling.methods import METHODS, MethodSpec
+from stanaccel.sampling.program import ProgramConventionError, check_program, has_beta
+from stanaccel.sampling.result import SampleResult, method_label
+from stanaccel.sampling.run import SEEDS, run_nuts, run_sampler
+from stanaccel.sampling.warmup import DEFAULT_NUTS_WARMUP, cheap_warm_up, nuts_warm_up, warmup_share
+from stanaccel.seeds import spawn_seed, spawn_seeds
+from stanaccel.stan.errors import StanError
+from stanaccel.stan.nuts import NutsFit
+
+AUTO = "auto"
+"""The name that asks for the choice (``--method auto``): not a method of the table."""
+
+PILOT_CHAINS = 2
+NUTS_PILOT_WARMUP = 200
+"""Warm-up iterations of the NUTS pilot (the full NUTS run warms up for 1000)."""
+
+AGREEMENT_P = 1e-3
+"""A pilot disagrees with the NUTS pilot when a posterior mean differs by more than the z of this
+two-sided probability, Bonferroni-corrected over the parameters and pilots."""
+
+MODE_GAP = 3.0
+"""The pilots disagree about the modes when two pilot chains' means of a coordinate lie more than this
+many within-chain sds apart: chains that mix in one mode differ by about sd / sqrt(ESS per chain)."""
+
+WARMUPS_TRIED = ("laplace", "pathfinder")
+"""The cheap warm-ups tried in turn for the shared warm-up; NUTS's warm-up if both fail their checks."""
+
+
+def is_auto(method: str) -> bool:
+    """Whether ``method`` asks ``sample`` to choose the method."""
+    return method == AUTO
+
+
+@dataclass(frozen=True)
+class AutoSettings:
+    """What ``method = "auto"`` takes: the full run's size, the pilots' length, and the observations."""
+
+    chains: int = setting(4, doc="chains of the full run", kind="int", low=1)
+    draws: int = setting(1000, doc="draws per chain of the full run", kind="int", low=1)
+    pilot_draws: int = setting(
+        200, doc=f"draws per chain of each pilot ({PILOT_CHAINS} chains)", kind="int", low=20
+    )
+    observations: Observations | None = setting(
+        doc="which data are per observation: dc is then piloted over control variates", kind="observations"
+    )
+
+
+AUTO_KEYS = tuple(f.name for f in fields(AutoSettings))
+"""The settings ``method = "auto"`` takes."""
+
+
+def auto_settings(
+    settings: dict[str, Any] | None, sources: dict[str, str] | str = "settings"
+) -> AutoSettings:
+    """Check the settings of ``method = "auto"``; a setting that only some methods take is refused.
+
+    Raises
+    ------
+    ConfigError
+        A setting ``auto`` does not take, naming the methods that do and what to do instead.
+    """
+    if settings is not None and not isinstance(settings, dict):
+        raise TypeError(f"settings must be a dict of setting name -> value, not a {type(settings).__name__}")
+    known = {f.name: f for f in fields(AutoSettings)}
+    values = {}
+    for key, value in (settings or {}).items():
+        if value is None or key == "method":
+            continue
+        where = sources if isinstance(sources, str) else sources.get(key, "settings")
+        if key not in known:
+            owners = [name for name in METHODS if key in keys(name)]
+            takes = f"it takes only {', '.join(known)}"
+            if key == "warmup":
+                raise ConfigError(
+                    f"{where}: warmup = {value!r}: method 'auto' runs its own warm-ups (a cheap one shared "
+                    f"by the candidates that take it, a short NUTS one for the NUTS pilot); {takes}. "
+                    "To choose the warm-up, choose the method (--method hmc --set warmup=pathfinder)"
+                )
+            if not owners:
+                raise ConfigError(f"{where}: unknown setting {key!r} for method 'auto'; {takes}")
+            raise ConfigError(
+                f"{where}: setting {key!r} is a setting of {', '.join(owners)}, not of method 'auto', which "
+                f"chooses the method itself and gives each candidate its own settings; {takes}. To set "
+                f"{key}, choose the method (--method {owners[0]} --set {key}=...)"
+            )
+        values[key] = _check(key, value, known[key].metadata, f"{where}: ")
+    return AutoSettings(**values)
+
+
+def control_variate_size(n: int) -> int:
+    """The subset size m of the control-variate approximation ``auto`` pilots: N/20, at most 500."""
+    return max(1, min(n // 20, 500))
+
+
+def automatic_approximation(auto: AutoSettings, program, data: dict[str, Any]) -> dict[str, Any]:
+    """The approximation settings of an "approximation" candidate: control variates, else Laplace."""
+    if auto.observations is not None and has_beta(program):
+        n = auto.observations.check(data)
+        if n > 1:
+            m = min(control_variate_size(n), n - 1)
+            return {"approx": {"kind": "control-variate", "m": m}, "observations": auto.observations}
+    return {"approx": {"kind": "laplace"}}
+
+
+@dataclass
+class Pilot:
+    """One candidate's pilot and what it projects for the full run."""
+
+    method: str
+    role: str
+    label: str
+    warmup: str = ""
+    setup_seconds: float = float("nan")
+    warmup_seconds: float = float("nan")
+    ess_per_draw: float = float("nan")
+    seconds_per_draw: float = float("nan")
+    pilot_seconds: float = 0.0
+    rhat: float = float("nan")
+    z_max: float | None = None
+    note: str = ""
+    result: SampleResult | None = None
+    settings: dict[str, Any] | None = None
+
+    def projected(self, chain_draws: int) -> float:
+        """The ESS per second of a full run of ``chain_draws`` chain-draws, everything charged."""
+        seconds = self.warmup_seconds + self.setup_seconds + self.seconds_per_draw * chain_draws
+        value = self.ess_per_draw * chain_draws / seconds
+        return float(value) if np.isfinite(value) else float("nan")
+
+    def row(self, chain_draws: int, chosen: str) -> dict[str, Any]:
+        return {
+            "method": self.method,
+            "sampler": self.label,
+            "warmup": self.warmup,
+            "warmup_s": self.warmup_seconds,
+            "setup_s": self.setup_seconds,
+            "pilot_ess_per_draw": self.ess_per_draw,
+            "s_per_draw": self.seconds_per_draw,
+            "projected_ess_per_s": self.projected(chain_draws),
+            "pilot_s": self.pilot_seconds,
+            "pilot_rhat": self.rhat,
+            "z_vs_nuts": self.z_max,
+            "chosen": self.method == chosen,
+            "note": self.note,
+        }
+
+
+FORMULA = (
+    "projected ESS/s = e x C x D / (W + S + t x C x D): e, t the pilot's worst bulk ESS and sampling "
+    "seconds per chain-draw, C x D the full run's chains x draws, W its warm-up (the shared cheap one; "
+    "NUTS: 1000 iterations at the pilot's seconds per warm-up iteration), S its own set-up (tuning, "
+    "approximation)"
+)
+
+
+def sample_auto(
+    program, model, data: dict[str, Any], auto: AutoSettings, *, seed: int, progress: bool, say,
+    checkpoint=None, executor=None,
+) -> SampleResult:  # fmt: skip
+    """Pilot the candidates, choose the one of highest projected ESS per second, run it in full.
+
+    ``program`` is the user's program (a :class:`~stanaccel.sampling.program.Program`),
+    ``model`` its compiled instance on ``data``. The result is the chosen
+    method's, charged the shared warm-up and the pilots ("auto pilots"); its
+    ``reports["auto"]`` holds the pilot table and the reason for the choice.
+    """
+    start = time.perf_counter()
+    seeds = spawn_seeds(seed, SEEDS)
+    chain_draws = auto.chains * auto.draws
+    name = program.name
+    candidates, skipped = _candidates(auto, program, data)
+    pilots: list[Pilot] = []
+    for index, (spec, settings) in enumerate(candidates):
+        if spec.auto == "own-warmup":
+            pilots.append(_nuts_pilot(spec, settings, model, name, auto, spawn_seed(seed, 1, index), say))
+    shared = [(spec, s) for spec, s in candidates if spec.auto in ("warm", "approximation", "modes")]
+    adaptation, warm_seconds, warm_report = None, 0.0, {}
+    if shared:
+        adaptation, warm_seconds, warm_report = _shared_warm_up(model, shared, auto, seeds, progress, say)
+    for index, (spec, settings) in enumerate(candidates):
+        if spec.auto in ("warm", "approximation"):
+            pilot_seed = spawn_seed(seed, 2, index)
+            pilots.append(
+                _pilot(spec, settings, model, data, adaptation, warm_seconds, auto, pilot_seed, say)
+            )
+    _agreement(pilots)
+    gap = mode_gap([chain for p in pilots if p.result is not None for chain in _unconstrained(p.result)])
+    modes = {"gap": gap, "limit": MODE_GAP, "disagree": bool(gap > MODE_GAP)}
+    tempering = [(spec, s) for spec, s in candidates if spec.auto == "modes"]
+    if modes["disagree"]:
+        say(f"auto: the pilots' chains disagree about the modes (chain means {gap:.1f} within-chain sds "
+            f"apart, above {MODE_GAP:g}): piloting tempering too")  # fmt: skip
+        for index, (spec, settings) in enumerate(tempering):
+            pilot_seed = spawn_seed(seed, 3, index)
+            pilots.append(
+                _pilot(spec, settings, model, data, adaptation, warm_seconds, auto, pilot_seed, say)
+            )
+        _agreement(pilots)
+    eligible = [
+        p for p in pilots if p.result is not None and not p.note and np.isfinite(p.projected(chain_draws))
+    ]
+    if modes["disagree"] and any(p.role == "modes" for p in eligible):
+        eligible = [p for p in eligible if p.role == "modes"]
+        why = "the pilots disagree about the modes, so only tempering is trusted; the highest projected ESS/s"
+    elif modes["disagree"]:
+        why = (
+            "the pilots disagree about the modes and no tempering method could run "
+            f"({'; '.join(skipped.values()) or 'none'}); the highest projected ESS/s, "
+            "which may miss a mode"
+        )
+    else:
+        why = "the highest projected ESS/s with warm-up and set-up charged, among pilots agreeing with NUTS's"
+    best = max(eligible, key=lambda p: p.projected(chain_draws), default=None)
+    pilot_seconds = time.perf_counter() - start
+    others = ", ".join(
+        f"{p.method} {p.projected(chain_draws):.3g}" for p in pilots if p is not best and p.result is not None
+    )
+    if best is None:
+        best_method = next(spec.name for spec in METHODS.values() if spec.auto == "own-warmup")
+        line = f"auto: no pilot gave a usable estimate, so {best_method} runs"
+    else:
+        best_method = best.method
+        line = (f"auto: chose {best.method} (projected {best.projected(chain_draws):.3g} ESS/s"
+                f"{'; ' + others if others else ''}): {why}")  # fmt: skip
+    rows = [p.row(chain_draws, best_method) for p in pilots]
+    for row in rows:
+        say("auto pilot: " + _shown(row))
+    say(line + f"; the pilots' {pilot_seconds:.1f} s are charged")
+    result = _full_run(best, best_method, model, data, adaptation, warm_seconds, pilot_seconds, auto, seed,
+                       seeds, progress, say, checkpoint, executor)  # fmt: skip
+    result.reports["auto"] = {
+        "chosen": best_method,
+        "reason": line,
+        "formula": FORMULA,
+        "chains": auto.chains,
+        "draws": auto.draws,
+        "pilot_chains": PILOT_CHAINS,
+        "pilot_draws": auto.pilot_draws,
+        "pilot_seconds": pilot_seconds,
+        "warmup": warm_report,
+        "modes": modes,
+        "skipped": skipped,
+        "pilots": rows,
+    }
+    return result
+
+
+def _shown(row: dict[str, Any]) -> str:
+    def num(value):
+        return (
+            "-" if value is None or (isinstance(value, float) and not np.isfinite(value)) else f"{value:.3g}"
+        )
+
+    return (
+        f"{row['method']:<5} warm-up {row['warmup'] or '-'} {num(row['warmup_s'])} s, set-up "
+        f"{num(row['setup_s'])} s, ESS/draw {num(row['pilot_ess_per_draw'])}, "
+        f"s/draw {num(row['s_per_draw'])}, "
+        f"projected {num(row['projected_ess_per_s'])} ESS/s{' (chosen)' if row['chosen'] else ''}"
+        + (f" [{row['note']}]" if row["note"] else "")
+    )
+
+
+def _candidates(auto: AutoSettings, program, data) -> tuple[list[tuple[MethodSpec, dict]], dict[str, str]]:
+    """The table's candidates whose needs the program meets, with their settings; why the others are not."""
+    out, skipped = [], {}
+    for spec in METHODS.values():
+        if spec.auto is None:
+            continue
+        settings = dict(spec.auto_settings)
+        if spec.auto == "approximation":
+            settings.update(automatic_approximation(auto, program, data))
+        try:
+            check_program(make_config(spec.name, settings), program, data)
+        except (ConfigError, ProgramConventionError, ValueError) as error:
+            skipped[spec.name] = f"{spec.name} not tried: {str(error).split('. ')[0]}"
+            continue
+        out.append((spec, settings))
+    return out, skipped
+
+
+def _nuts_pilot(spec, settings, model, name, auto, seed, say) -> Pilot:
+    """Stan's NUTS, 2 chains x (200 warm-up + pilot_draws): its warm-up projected to 1000 iterations."""
+    config = make_config(
+        spec.name,
+        {**settings, "chains": PILOT_CHAINS, "warmup": NUTS_PILOT_WARMUP, "draws": auto.pilot_draws},
+    )
+    pilot = Pilot(spec.name, spec.auto, spec.label, warmup=f"nuts {NUTS_PILOT_WARMUP}")
+    say(
+        f"auto: pilot of {spec.label}, {PILOT_CHAINS} chains x ({NUTS_PILOT_WARMUP} warm-up + "
+        f"{auto.pilot_draws})"
+    )
+    result = run_nuts(config, model, name, seed, spawn_seeds(seed, SEEDS))
+    fit = result.run
+    share = warmup_share(fit)
+    chain = float(np.max(fit.chain_seconds))  # the chains in parallel, without starting the run
+    per_warmup = chain * share / (PILOT_CHAINS * NUTS_PILOT_WARMUP)
+    pilot.warmup_seconds = per_warmup * auto.chains * DEFAULT_NUTS_WARMUP
+    pilot.setup_seconds = 0.0
+    return _measured(pilot, result, chain * (1 - share), fit.wall_seconds)
+
+
+def _measured(pilot: Pilot, result: SampleResult, sampling: float, total: float) -> Pilot:
+    metrics = result.metrics()
+    chain_draws = PILOT_CHAINS * result.num_draws
+    pilot.result = result
+    pilot.ess_per_draw = float(metrics["ess_bulk_min"]) / chain_draws
+    pilot.seconds_per_draw = sampling / chain_draws
+    pilot.pilot_seconds = total
+    pilot.rhat = float(metrics["rhat_max"])
+    return pilot
+
+
+def _shared_warm_up(model, shared, auto, seeds, progress, say):
+    """The cheap warm-up the candidates share: Laplace, else Pathfinder, else NUTS's; its seconds, report.
+
+    It runs for the full run's chains (their start points) with the settings
+    of a candidate that moves with an HMC step, so that a step size is adapted.
+    """
+    spec, settings = next(((s, k) for s, k in shared if s.uses_step_size(make_config(s.name, k))), shared[0])
+    charged: dict[str, float] = {}
+    report: dict[str, Any] = {}
+    for kind in WARMUPS_TRIED:
+        config = make_config(spec.name, {**settings, "chains": auto.chains, "warmup": kind})
+        adaptation, report = cheap_warm_up(model, config, seeds, progress, say, charged)
+        if adaptation is not None:
+            return adaptation, sum(charged.values()), {**report, "tried": list(charged)}
+    config = make_config(spec.name, {**settings, "chains": auto.chains, "warmup": DEFAULT_NUTS_WARMUP})
+    adaptation = nuts_warm_up(model, config, seeds, None, progress, say, charged)
+    return adaptation, sum(charged.values()), {**report, "used": "nuts", "tried": list(charged)}
+
+
+def _pilot(spec, settings, model, data, adaptation, warm_seconds, auto, seed, say) -> Pilot:
+    """A candidate's pilot after the shared warm-up; its own set-up (tuning, approximation) measured."""
+    config = make_config(spec.name, {**settings, "chains": PILOT_CHAINS, "draws": auto.pilot_draws})
+    pilot = Pilot(spec.name, spec.auto, method_label(config), warmup=adaptation.warmup, settings=settings)
+    pilot.warmup_seconds = warm_seconds
+    say(
+        f"auto: pilot of {pilot.label}, {PILOT_CHAINS} chains x {auto.pilot_draws} draws after the "
+        "shared warm-up"
+    )
+    start = time.perf_counter()
+    try:
+        result = run_sampler(config, model, data, adaptation, seed=seed, charged={}, say=None)
+    except (ConfigError, ProgramConventionError, StanError, ValueError) as error:
+        pilot.note = f"failed: {str(error).splitlines()[0]}"
+        pilot.pilot_seconds = time.perf_counter() - start
+        say(f"auto: the pilot of {pilot.label} failed ({pilot.note}); it is not a candidate")
+        return pilot
+    pilot.setup_seconds = sum(result.charged_seconds.values())
+    pilot.label = method_label(result.config)
+    chain = float(np.max(result.run.chain_seconds))
+    return _measured(pilot, result, chain, time.perf_counter() - start)
+
+
+def _agreement(pilots: list[Pilot]) -> None:
+    """Mark each pilot whose posterior means differ from the NUTS pilot's beyond a Bonferroni z limit."""
+    reference = next((p for p in pilots if p.role == "own-warmup" and p.result is not None), None)
+    if reference is None:
+        return
+    others = [p for p in pilots if p is not reference and p.result is not None]
+    for pilot in others:
+        z = reference_z_scores(pilot.result.to_inference_data(), reference.result.to_inference_data())[0]
+        limit = norm.ppf(1 - AGREEMENT_P / (2 * max(z.size, 1) * max(len(others), 1)))
+        pilot.z_max = float(np.nanmax(np.abs(z))) if np.isfinite(z).any() else None
+        if pilot.z_max is not None and pilot.z_max > limit and not pilot.note:
+            pilot.note = f"disagrees with the NUTS pilot (|z| {pilot.z_max:.1f} > {limit:.1f})"
+
+
+def mode_gap(chains: list[np.ndarray]) -> float:
+    """The largest distance between two chains' means of a coordinate, in within-chain sds.
+
+    ``chains`` are (draws, dim) arrays of unconstrained draws, every chain of
+    every pilot: chains in one mode differ by about sd / sqrt(ESS per chain);
+    chains in different modes by the distance between them.
+    """
+    if len(chains) < 2:
+        return 0.0
+    means = np.array([c.mean(axis=0) for c in chains])
+    sd = np.median(np.array([c.std(axis=0) for c in chains]), axis=0)
+    spread = (means.max(axis=0) - means.min(axis=0)) / np.where(sd > 0, sd, np.inf)
+    return float(np.max(spread))
+
+
+def _unconstrained(result: SampleResult) -> np.ndarray:
+    """(chains, draws, dim) of a result's unconstrained draws."""
+    run = result.run
+    return np.asarray(run.draws_unconstrained if isinstance(run, NutsFit) else run.positions)
+
+
+def _full_run(best, method, model, data, adaptation, warm_seconds, pilot_seconds, auto, seed, seeds, progress,
+              say, checkpoint, executor) -> SampleResult:  # fmt: skip
+    """The chosen method at full length, reusing the shared warm-up and the pilot's tuned step."""
+    spec = METHODS[method]
+    size = {"chains": auto.chains, "draws": auto.draws}
+    if spec.auto == "own-warmup":
+        config = make_config(method, size)
+        result = run_nuts(config, model, model.name.removesuffix("_model"), seed, seeds, None, progress, say,
+                          checkpoint)  # fmt: skip
+        result.charged_seconds["auto pilots"] = pilot_seconds
+        return result
+    settings = {**best.settings, **size}
+    if adaptation.warmup in WARMUPS_TRIED:
+        settings["warmup"] = adaptation.warmup
+    tuned = best.result.config
+    step = spec.tuned_step(tuned)
+    reused = {}
+    if step is not None and getattr(tuned, step.key) is not None:
+        reused[step.key] = getattr(tuned, step.key)  # tuned in the pilot: not paid twice
+    config = make_config(method, {**settings, **reused})
+    own = best.setup_seconds - best.result.charged_seconds.get("tuning", 0.0)
+    charged = {"warmup": warm_seconds, "auto pilots": max(pilot_seconds - warm_seconds - own, 0.0)}
+    result = run_sampler(config, model, data, adaptation, seed=seed, seeds=seeds, charged=charged, say=say,
+                         progress=progress, checkpoint=checkpoint, executor=executor)  # fmt: skip
+    result.sources.update({key: "auto pilot" for key in reused})
+    result.adaptation = adaptation.warmup_state
+    if adaptation.report:
+        result.reports["warmup"] = adaptation.report
+    return result

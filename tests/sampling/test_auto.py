@@ -1,0 +1,156 @@
+"""``method = "auto"``: pilots of the table's candidates, the best by projected ESS per second run in full.
+
+On a cheap 2-d Gaussian posterior Stan's NUTS (a C++ loop) wins; on the same
+posterior made expensive (its likelihood computed many times over) a method
+after the cheap warm-up wins. Either way the full run's answer is checked
+against the known posterior, the pilot table is written, and the pilots are
+charged. Settings that only some methods take are refused before any work.
+"""
+
+import json
+
+import numpy as np
+import pytest
+
+from stanaccel.cli import main
+from stanaccel.diagnostics import mcse_z_scores
+from stanaccel.diagnostics._arviz import az
+from stanaccel.sampling import METHODS, ConfigError, sample
+from stanaccel.stan import write_data
+from stanaccel.workflow import run_workflow
+from tests.sampling.programs import (
+    EXPENSIVE_REGRESSION,
+    REGRESSION,
+    regression_data,
+    regression_posterior,
+)
+from tests.sampling.test_sample import Z_LIMIT, check_exact
+
+PILOTED = [name for name, spec in METHODS.items() if spec.auto not in (None, "modes")]
+"""The candidates piloted on a posterior whose pilots agree about the modes (all but tempering)."""
+COLUMNS = {"method", "warmup", "setup_s", "pilot_ess_per_draw", "s_per_draw", "projected_ess_per_s", "chosen"}
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("auto")
+    (folder / "regression.stan").write_text(REGRESSION)
+    (folder / "expensive.stan").write_text(EXPENSIVE_REGRESSION)
+    write_data(folder / "regression.json", regression_data())
+    write_data(folder / "expensive.json", {**regression_data(), "repeats": 200})
+    return folder
+
+
+def check_table(auto: dict, chosen: str) -> None:
+    rows = auto["pilots"]
+    assert [row["method"] for row in rows] == PILOTED
+    assert all(COLUMNS <= set(row) for row in rows)
+    assert [row["method"] for row in rows if row["chosen"]] == [chosen] == [auto["chosen"]]
+    best = max(rows, key=lambda row: row["projected_ess_per_s"] if not row["note"] else -1)
+    assert best["method"] == chosen
+    assert auto["reason"].startswith(f"auto: chose {chosen} (projected ")
+
+
+def test_auto_chooses_stan_nuts_on_a_small_cheap_posterior(files):
+    lines = []
+    result = sample(files / "regression.stan", files / "regression.json", "auto", {"draws": 1000}, seed=3,
+                    progress=False, log=lines.append)  # fmt: skip
+    assert METHODS[result.method].stan_nuts
+    check_exact(result, regression_data())
+    auto = result.reports["auto"]
+    check_table(auto, result.method)
+    assert result.charged_seconds["auto pilots"] > 0
+    metrics = result.metrics()
+    assert metrics["auto"]["chosen"] == result.method and metrics["charged_seconds"]["auto pilots"] > 0
+    assert any(line.startswith(f"auto: chose {result.method}") for line in lines)
+
+
+def test_auto_chooses_another_method_on_an_expensive_posterior(files, tmp_path, capsys):
+    out = tmp_path / "auto.nc"
+    arguments = ["sample", str(files / "expensive.stan"), "--data", str(files / "expensive.json")]
+    code = main([*arguments, "--method", "auto", "--draws", "1000", "--set", "pilot_draws=100", "--seed", "2",
+                 "-q", "-o", str(out)])  # fmt: skip
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    metrics = json.loads((tmp_path / "auto.metrics.json").read_text())
+    chosen = metrics["method"]
+    assert not METHODS[chosen].stan_nuts and METHODS[chosen].auto is not None
+    check_table(metrics["auto"], chosen)
+    assert metrics["auto"]["reason"] in captured.out  # the choice in one line
+    charged = metrics["charged_seconds"]
+    assert charged["auto pilots"] > 0 and charged["warmup"] > 0  # the shared warm-up, paid once
+    assert metrics["settings"]["warmup"] == "laplace" and metrics["exact"]
+    mean, sd = regression_posterior(regression_data())
+    z_mean, z_sd = mcse_z_scores(az.from_netcdf(out), "coef", mean, sd)
+    assert np.all(np.abs(z_mean) < Z_LIMIT) and np.all(np.abs(z_sd) < Z_LIMIT), (chosen, z_mean, z_sd)
+    assert metrics["rhat_max"] < 1.05
+
+
+@pytest.mark.parametrize(
+    ("settings", "message"),
+    [
+        ({"n_steps": 20}, r"setting 'n_steps' is a setting of hmc.*choose the method \(--method hmc"),
+        ({"df": 5}, r"setting 'df' is a setting of imh, not of method 'auto'"),
+        ({"warmup": "laplace"}, r"warmup = 'laplace': method 'auto' runs its own warm-ups"),
+        ({"draws": 0}, r"draws = 0: must be at least 1"),
+        ({"colour": 1}, r"unknown setting 'colour' for method 'auto'; it takes only chains, draws"),
+    ],
+)
+def test_auto_refuses_settings_it_does_not_take_before_any_work(files, settings, message):
+    lines = []
+    with pytest.raises(ConfigError, match=message):
+        sample(files / "regression.stan", files / "regression.json", "auto", settings, log=lines.append)
+    assert lines == []
+
+
+def test_auto_refuses_tuning_and_an_earlier_warmup(files, capsys):
+    with pytest.raises(ConfigError, match="--tune tunes one method's"):
+        sample(files / "regression.stan", files / "regression.json", "auto", tune=True)
+    with pytest.raises(ConfigError, match="runs its own warm-ups"):
+        sample(files / "regression.stan", files / "regression.json", "auto", warmup_from="earlier.nc")
+    code = main(["sample", str(files / "regression.stan"), "--method", "auto", "--set", "n_steps=3"])
+    assert code == 2 and "setting 'n_steps' is a setting of hmc" in capsys.readouterr().err
+
+
+WORKFLOW = """
+[workflow]
+name = "auto"
+seed = 4
+
+[[steps]]
+name = "chosen"
+action = "sample"
+program = "regression.stan"
+data = "regression.json"
+method = "auto"
+draws = 300
+pilot_draws = {pilot_draws}
+"""
+
+
+def test_a_workflow_step_records_the_pilots_in_provenance_and_the_report(files, tmp_path):
+    from stanaccel.diagnostics.report import write_report
+
+    path = files / "auto.toml"
+    path.write_text(WORKFLOW.format(pilot_draws=100))
+    run_workflow(path, output=tmp_path / "out", progress=False)
+    provenance = json.loads((tmp_path / "out" / "provenance.json").read_text())
+    auto = provenance["steps"][0]["auto"]
+    assert [row["method"] for row in auto["pilots"]] == PILOTED
+    html = write_report(tmp_path / "out").read_text()
+    assert "Chosen by --method auto" in html and auto["reason"].split(":")[1] in html
+    bad = files / "bad.toml"
+    bad.write_text(WORKFLOW.format(pilot_draws=100) + "n_steps = 4\n")
+    with pytest.raises(ValueError, match="setting 'n_steps' is a setting of hmc"):
+        run_workflow(bad, output=tmp_path / "bad", progress=False)
+
+
+def test_the_modes_check_tells_chains_in_one_mode_from_chains_in_two():
+    from stanaccel.sampling.auto import MODE_GAP, mode_gap
+
+    rng = np.random.default_rng(0)
+    one = [rng.normal(size=(200, 3)) for _ in range(4)]
+    assert mode_gap(one) < MODE_GAP
+    two = [*one[:3], rng.normal(size=(200, 3)) + [0.0, 6.0, 0.0]]
+    assert mode_gap(two) > MODE_GAP
+    assert mode_gap(one[:1]) == 0.0
