@@ -251,6 +251,17 @@ def numpyro_available() -> bool:
     return True
 
 
+def runnable(name: str, method: str) -> bool:
+    """Whether a run of :data:`RUNS` can run here; if not, say why (``auto`` before it lands)."""
+    if method == "numpyro" and not numpyro_available():
+        print('skipping numpyro: not importable (pip install "stanaccel[peers]")', flush=True)
+        return False
+    if method != "numpyro" and method not in METHODS:
+        print(f"skipping {name}: '{method}' is not a stanaccel method here", flush=True)
+        return False
+    return True
+
+
 def data_warning(n: int, posterior: str) -> str | None:
     """Stan reads data as JSON text: say how large it is at large N."""
     floats = n * (K + 2)
@@ -284,20 +295,12 @@ def main(argv: list[str] | None = None) -> list[dict]:
     warmup = 200 if args.quick else 1000
     posteriors = args.posteriors.split(",")
     wanted = args.runs.split(",")
-    unknown = [p for p in posteriors if p not in POSTERIORS] + [r for r in wanted if r not in dict(
-        (r[0], r) for r in RUNS)]  # fmt: skip
+    names = [name for name, _, _ in RUNS]
+    unknown = [p for p in posteriors if p not in POSTERIORS] + [r for r in wanted if r not in names]
     if unknown:
-        parser.error(
-            f"unknown posterior or run {unknown}: choose from {list(POSTERIORS)} and {[r[0] for r in RUNS]}"
-        )
-    runs = [r for r in RUNS if r[0] in wanted or r[0] == "nuts"]
-    for name, method, _ in list(runs):
-        if method == "numpyro" and not numpyro_available():
-            print('skipping numpyro: not importable (pip install "stanaccel[peers]")', flush=True)
-            runs.remove((name, method, _))
-        elif method not in ("numpyro", *METHODS):
-            print(f"skipping {name}: '{method}' is not a stanaccel method here", flush=True)
-            runs = [r for r in runs if r[0] != name]
+        parser.error(f"unknown posterior or run {unknown}: choose from {list(POSTERIORS)} and {names}")
+    runs = [run for run in RUNS if run[0] in wanted or run[0] == "nuts"]  # NUTS: every ratio's baseline
+    runs = [run for run in runs if runnable(*run[:2])]
     if any(m == "numpyro" for _, m, _ in runs):
         import numpyro
 
