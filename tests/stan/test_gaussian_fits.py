@@ -12,6 +12,7 @@ import pytest
 
 from stanaccel.datasets.mvn_mean import exact_posterior
 from stanaccel.stan import StanModel, compile_program
+from stanaccel.stan.errors import StanEvaluationError
 from stanaccel.stan.optimize import laplace_sample, optimize
 from stanaccel.stan.pathfinder import pathfinder
 
@@ -95,6 +96,18 @@ def test_optimize_with_and_without_the_jacobian(poor_program):
     assert np.exp(optimize(model, seed=2, jacobian=False).point[2]) == pytest.approx(2, rel=1e-2)
     with_jacobian = optimize(model, seed=2)
     assert with_jacobian.jacobian and np.exp(with_jacobian.point[2]) == pytest.approx(3, rel=1e-2)
+
+
+def test_lbfgs_tries_another_start_when_one_fails(poor_program):
+    """A start where Stan rejects the density (x's scale exp(a / 2) overflows) fails; the next converges."""
+    model = StanModel(poor_program, {"case_": 1, "K": 1})
+    start = np.array([2000.0, 0.0, 0.0, 0.0])
+    with pytest.raises(StanEvaluationError, match="from 1 starts"):
+        optimize(model, init=start, seed=2, attempts=1)
+    mode = optimize(model, init=start, seed=2)
+    assert mode.point[0] == pytest.approx(-4.5, abs=0.05) and np.exp(mode.point[2]) == pytest.approx(
+        3, rel=1e-2
+    )
 
 
 def test_pareto_k_flags_gaussians_that_miss_the_posterior(poor_program):

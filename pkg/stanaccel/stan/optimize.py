@@ -13,7 +13,7 @@ Pareto k that says how good it is.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, ClassVar
 
 import numpy as np
@@ -22,6 +22,11 @@ from stanaccel.stan.errors import StanEvaluationError
 from stanaccel.stan.model import StanModel
 from stanaccel.stan.pathfinder import psis
 from stanaccel.stan.services import LbfgsSettings, init_texts, lbfgs_settings, run_threads
+
+ATTEMPTS = 3
+"""Starts L-BFGS is given: its line search can stop short of the mode from one start ("failed to
+achieve a sufficient decrease") and converge from another, which costs far less than falling back
+to NUTS's warm-up."""
 
 
 @dataclass
@@ -129,7 +134,13 @@ class Mode:
 
 
 def optimize(
-    model: StanModel, *, init: Any = None, jacobian: bool = True, progress: bool = False, **settings: Any
+    model: StanModel,
+    *,
+    init: Any = None,
+    jacobian: bool = True,
+    progress: bool = False,
+    attempts: int = ATTEMPTS,
+    **settings: Any,
 ) -> Mode:
     """Find the posterior mode by Stan's L-BFGS, and the Hessian there.
 
@@ -147,6 +158,8 @@ def optimize(
         the constrained parameters, as CmdStan's ``optimize`` does by default.
     progress : bool
         Show a bar (L-BFGS iterations) on a terminal.
+    attempts : int
+        Starts to try: after a failure, Stan's random init from the next seed.
     **settings
         Fields of :class:`OptimizeSettings`.
 
@@ -157,20 +170,30 @@ def optimize(
     Raises
     ------
     StanEvaluationError
-        The optimisation failed (Stan's message); KeyboardInterrupt if stopped.
+        The optimisation failed from each start (Stan's messages);
+        KeyboardInterrupt if stopped.
     """
     config = OptimizeSettings(**settings)
     config.check()
     text = init_texts(model, init, 1)[0]
-    run = model.program.module.Optimization(model._model, _settings(config, text, jacobian))
-    if run_threads([run], "L-BFGS", config.iterations, progress):
-        raise KeyboardInterrupt
-    r = run.result()
-    if r["interrupted"]:
-        raise KeyboardInterrupt
-    if r["error"]:
-        detail = "\n".join(r["messages"][-10:])
-        raise StanEvaluationError(f"L-BFGS optimisation failed: {r['error']}\n{detail}".strip())
+    failures = []
+    for attempt in range(attempts):
+        if attempt:  # another start: Stan's random init from the next seed
+            config = replace(config, seed=(config.seed + 1) % 2**32, init_radius=max(config.init_radius, 2.0))
+            text = "{}"
+        run = model.program.module.Optimization(model._model, _settings(config, text, jacobian))
+        if run_threads([run], "L-BFGS", config.iterations, progress):
+            raise KeyboardInterrupt
+        r = run.result()
+        if r["interrupted"]:
+            raise KeyboardInterrupt
+        if not r["error"]:
+            break
+        failures.append(f"start {attempt + 1}: {r['error']}\n" + "\n".join(r["messages"][-5:]))
+    else:
+        raise StanEvaluationError(
+            f"L-BFGS optimisation failed from {attempts} starts:\n" + "\n".join(failures)
+        )
     return Mode(
         point=np.ravel(r["mode"]),
         log_density=float(r["log_density"]),
