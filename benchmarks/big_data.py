@@ -42,6 +42,7 @@ import numpy as np
 from scipy.stats import norm
 
 from stanaccel.sampling import METHODS, ApproximationWarning, sample
+from stanaccel.sampling.auto import is_auto
 from stanaccel.stan import write_data
 
 # The runs, in order: (name, method, settings). "nuts" first: every ratio and z is against it.
@@ -252,11 +253,11 @@ def numpyro_available() -> bool:
 
 
 def runnable(name: str, method: str) -> bool:
-    """Whether a run of :data:`RUNS` can run here; if not, say why (``auto`` before it lands)."""
+    """Whether a run of :data:`RUNS` can run here (NumPyro only when installed); if not, say why."""
     if method == "numpyro" and not numpyro_available():
         print('skipping numpyro: not importable (pip install "stanaccel[peers]")', flush=True)
         return False
-    if method != "numpyro" and method not in METHODS:
+    if method != "numpyro" and method not in METHODS and not is_auto(method):
         print(f"skipping {name}: '{method}' is not a stanaccel method here", flush=True)
         return False
     return True
@@ -327,9 +328,9 @@ def main(argv: list[str] | None = None) -> list[dict]:
                     row = run_numpyro(posterior, data, args.chains, warmup, draws, args.seed)
                 else:
                     settings = {**common, **settings}
-                    if settings.get("warmup") is None:
+                    if settings.get("warmup") is None and not is_auto(method):  # auto runs its own
                         settings["warmup"] = warmup
-                    if method in ("dc", "tt-approx", "spt", "stt"):
+                    if is_auto(method) or {"approx", "ladder", "observations"} & set(METHODS[method].needs):
                         settings["observations"] = observations
                     row = run_stanaccel(program, data, method, settings, args.seed)
                 row.update(posterior=posterior, N=n, name=name, method=method)
