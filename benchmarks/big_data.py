@@ -182,6 +182,8 @@ def run_stanaccel(program: Path, data: dict, method: str, settings: dict, seed: 
     posterior = result.to_inference_data().posterior
     params = POSTERIORS[program.stem][1]
     charged = ", ".join(f"{k} {v:.1f}" for k, v in result.charged_seconds.items())
+    if is_auto(method):
+        charged = f"chose {result.method}; {charged}"
     return {
         "seconds": result.wall_seconds,
         "draws": {p: posterior[p].values for p in params},
