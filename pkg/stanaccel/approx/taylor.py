@@ -38,6 +38,7 @@ the samplers move on), with the Hessian there: a
 from __future__ import annotations
 
 import time
+from abc import ABC, abstractmethod
 
 import numpy as np
 
@@ -78,8 +79,11 @@ def central_hessian(gradient, x: np.ndarray, steps: np.ndarray | None = None) ->
     return (hessian + hessian.T) / 2
 
 
-class _Timed:
-    """Counts and times evaluations of a log density built on a quadratic (the protocol of KeepConstants)."""
+class _Timed(ABC):
+    """Counts and times evaluations of a log density built on a quadratic (the protocol of KeepConstants).
+
+    A subclass gives its value and gradient (:meth:`_value_gradient`); this class counts and times them.
+    """
 
     names: list[str] | None = None
 
@@ -92,8 +96,9 @@ class _Timed:
     def param_unc_names(self) -> list[str]:
         return list(self.names) if self.names is not None else [f"theta[{i + 1}]" for i in range(self.dim)]
 
+    @abstractmethod
     def _value_gradient(self, x: np.ndarray, gradient: bool) -> tuple[float, np.ndarray | None]:
-        raise NotImplementedError
+        """The log density at ``x`` and, if ``gradient``, its gradient (else None)."""
 
     def log_density(self, x: np.ndarray) -> float:
         start = time.perf_counter()
