@@ -60,6 +60,19 @@ def test_samplers_after_a_cheap_warmup_sample_the_known_posterior(files, method,
     assert settings["warmup"] == warmup
 
 
+def test_an_inner_hmc_on_an_approximation_has_its_step_tuned_there_not_by_nuts_on_pi(files):
+    folder, data = files
+    lines = []
+    settings = {"warmup": "laplace", "draws": 1000, "inner": "hmc", "approx": {"kind": "laplace"}}
+    result = sample(folder / "regression.stan", folder / "regression.json", "dc", settings, seed=5,
+                    progress=False, log=lines.append)  # fmt: skip
+    check_exact(result, data)
+    assert not any(line.startswith("step size: Stan's NUTS") for line in lines)
+    assert "step_size" not in result.metrics()["warmup"]
+    assert result.sources["step_size"] == "tuned" and result.charged_seconds["tuning"] > 0
+    assert result.config.step_size > 0.3  # tuned up from the 0.1 fallback (about 1 on this Gaussian)
+
+
 @pytest.mark.parametrize(("warmup", "diagnostic"), [("pathfinder", "Pareto k"), ("laplace", "Hessian")])
 @pytest.mark.filterwarnings("ignore:invalid value encountered:RuntimeWarning")  # R-hat of short funnel chains
 def test_a_poor_gaussian_falls_back_to_the_nuts_warmup(files, warmup, diagnostic):

@@ -50,9 +50,10 @@ def mh_move(
 def hmc_move(
     config: SamplerConfig, density, adaptation: Adaptation, beta: float = 1.0, step: float | None = None
 ):
-    """HMC on ``density`` at inverse temperature ``beta`` (see :func:`_widen`)."""
+    """HMC on ``density`` at inverse temperature ``beta`` (see :func:`_widen`), with ``step`` (default:
+    ``step_size``)."""
     metric = adaptation.inv_metric if config.precondition else None
-    step = config.step_size * _widen(config, beta, ("both",))
+    step = (config.step_size if step is None else step) * _widen(config, beta, ("both",))
     kernel = HMC(density, step, config.n_steps, inv_metric=metric, n_steps_jitter=config.n_steps_jitter)
     return _repeated(config, kernel)
 

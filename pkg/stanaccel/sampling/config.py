@@ -480,7 +480,11 @@ class _WithApproximations(_Inner):
     )
     pcn_step: float | None = pcn_step_setting("inner pCN or h-pCN step h on the approximation", 0.25)
     tune: int = setting(
-        100, doc="iterations tuning the inner pCN step on the approximation", kind="int", low=0
+        100,
+        doc="iterations tuning the inner kernel's step on the cheapest approximation (pCN or h-pCN "
+        "step h; HMC step size after a cheap warm-up)",
+        kind="int",
+        low=0,
     )
     thin: int = setting(1, doc=THIN_DOC, kind="int", low=1)
     inner_steps: int = setting(1, doc="inner transitions per move (k)", kind="int", low=1)

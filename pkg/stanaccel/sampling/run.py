@@ -133,7 +133,8 @@ def run_sampler(
         say_failed_quantities(run, say)
         return SampleResult(resolved, config.resolve(tuned)[1], run, name, seed, charged, reports)
     step = spec.tuned_step(resolved)
-    if step and step.key not in config.user_keys() and resolved.tune > 0:
+    warmed_up = step is not None and step.unless_warmed_up and adaptation.step_size is not None
+    if step and step.key not in config.user_keys() and resolved.tune > 0 and not warmed_up:
         tuned[step.key] = _tune_step(factory, model, data, adaptation, step, seeds["tuning"], charged, say)
     resolved, sources_used = config.resolve(tuned)
     factory.config = resolved

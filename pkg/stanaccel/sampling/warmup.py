@@ -13,9 +13,12 @@ mode found by Stan's L-BFGS with the Hessian there. Its covariance's
 diagonal is the inverse metric (as NUTS's warm-up adapts a diagonal one),
 its draws are the draws (pCN's reference Gaussian, autoencoder training),
 and distinct draws are the chains' starts. A method that moves with an HMC
-step size then has one adapted by Stan's NUTS with that metric held fixed
-(:data:`STEP_ITERATIONS` iterations, the first phase of NUTS's own
-warm-up). Its diagnostics decide whether the Gaussian is trusted: the Pareto
+step size on the posterior then has one adapted by Stan's NUTS with that
+metric held fixed (:data:`STEP_ITERATIONS` iterations, the first phase of
+NUTS's own warm-up); one whose HMC moves on approximations (``dc``,
+``tt-approx``) has it tuned there instead, after the approximations are
+built (:attr:`~stanaccel.sampling.methods.MethodSpec.inner_step`), without
+evaluating pi. Its diagnostics decide whether the Gaussian is trusted: the Pareto
 k of its draws' importance weights above :data:`PARETO_K_MAX` (Pathfinder's,
 or the Laplace draws', weighed as Stan's ``laplace_sample`` does), or a
 Hessian that is not negative definite or is worse conditioned than
@@ -220,7 +223,7 @@ def cheap_warm_up(model, config, seeds, progress, say, charged) -> tuple[Adaptat
     starts = _distinct(draws, config.chains, seeds["warmup"])
     step_size = state = None
     spec = method_record(config.method)
-    if spec.uses_step_size(config) and "step_size" not in config.user_keys():
+    if spec.warmup_adapts_step(config) and "step_size" not in config.user_keys():
         say(f"step size: Stan's NUTS, {STEP_ITERATIONS} iterations adapting only it, the metric fixed")
         fit = sample_nuts(
             model,
