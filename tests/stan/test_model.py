@@ -107,6 +107,19 @@ def test_with_data_reuses_the_compiled_program(mvn_model, mvn_data):
     assert subset.log_density(theta) == pytest.approx(quad5, rel=1e-10)
 
 
+def test_instances_on_the_same_data_share_stans_instance_and_count_apart(mvn_model, mvn_data):
+    theta = np.array([0.1, -0.2, 0.3])
+    same = [mvn_model.with_data(dict(mvn_data)) for _ in range(2)]  # equal data, other dicts
+    assert same[0]._model is same[1]._model
+    other_seed = mvn_model.with_data(mvn_data, seed=mvn_model.seed + 1)
+    changed = mvn_model.with_data({**mvn_data, "beta": 0.5})
+    assert other_seed._model is not same[0]._model and changed._model is not same[0]._model
+    same[0].log_density(theta)
+    assert same[0].n_log_density == 1 and same[1].n_log_density == 0
+    assert same[1].log_density(theta) == mvn_model.log_density(theta) != changed.log_density(theta)
+    assert StanModel(mvn_model.program, mvn_data)._model is same[0]._model
+
+
 def test_data_from_stan_json_file(tmp_path, mvn_model, mvn_data):
     path = write_data(tmp_path / "data.json", mvn_data)
     from_file = StanModel(mvn_model.program, path)

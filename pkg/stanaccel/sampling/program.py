@@ -19,7 +19,6 @@ Three conventions (the README shows a complete program for each):
 
 from __future__ import annotations
 
-import hashlib
 import time
 import warnings
 import zlib
@@ -44,6 +43,7 @@ from stanaccel.sampling.config import Approximation, ConfigError, SamplerConfig
 from stanaccel.seeds import spawn_seed
 from stanaccel.stan import StanModel, compile_program, read_data
 from stanaccel.stan.compiler import program_info, read_program
+from stanaccel.stan.data import data_digest
 from stanaccel.stan.errors import StanError
 from stanaccel.stan.optimize import Mode, optimize
 
@@ -469,22 +469,6 @@ _MODES: OrderedDict[tuple, tuple[Mode, float]] = OrderedDict()
 _SETUPS: OrderedDict[tuple, AutomaticSetup] = OrderedDict()
 
 
-def data_fingerprint(data: dict[str, Any]) -> str:
-    """A digest of the data's names, shapes and bytes (fast: no JSON), to key what is built once."""
-    digest = hashlib.sha1()
-    for name in sorted(data):
-        try:
-            array = np.asarray(data[name])
-        except ValueError:  # ragged nested lists
-            array = None
-        if array is None or array.dtype == object:
-            digest.update(f"{name}={data[name]!r};".encode())
-        else:
-            digest.update(f"{name}:{array.dtype}:{array.shape};".encode())
-            digest.update(np.ascontiguousarray(array).tobytes())
-    return digest.hexdigest()
-
-
 def _remember(cache: OrderedDict, key: tuple, value):
     cache[key] = value
     while len(cache) > KEPT:
@@ -504,7 +488,7 @@ def posterior_mode(model: StanModel, data: dict[str, Any], say=None) -> tuple[Mo
     pi's scale.
     """
     say = say or (lambda line: None)
-    key = (str(getattr(model.program, "library", model.name)), data_fingerprint(data))
+    key = (str(getattr(model.program, "library", model.name)), data_digest(data))
     if key in _MODES:
         _MODES.move_to_end(key)
         return _MODES[key]
@@ -557,7 +541,7 @@ def automatic_setup(
         if problem is not None:
             raise ConfigError(f"approximation {spec.label} of {Program.of(model).name}: {problem}")
         return AutomaticSetup(mode, mode_seconds)
-    key = (str(getattr(model.program, "library", model.name)), data_fingerprint(data), spec.label, seed)
+    key = (str(getattr(model.program, "library", model.name)), data_digest(data), spec.label, seed)
     if key in _SETUPS:
         _SETUPS.move_to_end(key)
         return _SETUPS[key]

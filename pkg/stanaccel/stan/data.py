@@ -7,11 +7,13 @@ that a data file written here reads the same everywhere.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import stanio
 
 StanData = Mapping[str, Any] | str | Path | None
@@ -30,6 +32,22 @@ def data_to_json(data: StanData) -> str:
             raise FileNotFoundError(f"Stan data file not found: {path}")
         return path.read_text()
     return text
+
+
+def data_digest(data: Mapping[str, Any]) -> str:
+    """A digest of the data's names, types, shapes and bytes (fast: no JSON), to key what is built once."""
+    digest = hashlib.sha1()
+    for name in sorted(data):
+        try:
+            array = np.asarray(data[name])
+        except ValueError:  # ragged nested lists
+            array = None
+        if array is None or array.dtype == object:
+            digest.update(f"{name}={data[name]!r};".encode())
+        else:
+            digest.update(f"{name}:{array.dtype}:{array.shape};".encode())
+            digest.update(np.ascontiguousarray(array).tobytes())
+    return digest.hexdigest()
 
 
 def read_data(path: str | Path) -> dict[str, Any]:

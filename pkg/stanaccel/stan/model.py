@@ -9,14 +9,19 @@ log density in stanaccel's sense (``dim``, ``log_density``,
 
 from __future__ import annotations
 
+import hashlib
 import math
+import threading
+from collections import OrderedDict
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from stanaccel.densities import COUNTING
 from stanaccel.stan.compiler import CompiledProgram, compile_program
-from stanaccel.stan.data import StanData, data_to_json
+from stanaccel.stan.data import StanData, data_digest, data_to_json
 
 Variables = list[tuple[str, tuple[int, ...]]]
 
@@ -52,6 +57,12 @@ class StanModel:
     :class:`~stanaccel.stan.errors.StanDomainError`, which samplers count as
     a rejected proposal; other Stan exceptions raise
     :class:`~stanaccel.stan.errors.StanEvaluationError`.
+
+    Instances of one program on the same data and seed share one Stan
+    instance (:func:`_stan_instance`): on big data, converting the data to
+    JSON text and Stan's reading it are seconds each (about 30 s at 10^7
+    numbers), and every chain asks for its own instance; each keeps its own
+    evaluation counts.
     """
 
     thread_safe = True
@@ -59,9 +70,8 @@ class StanModel:
 
     def __init__(self, program: str | Path | CompiledProgram, data: StanData = None, *, seed: int = 0):
         self.program = program if isinstance(program, CompiledProgram) else compile_program(program)
-        self.data_json = data_to_json(data)
         self.seed = seed
-        self._model = self.program.module.Model(self.data_json, seed)
+        self._model, self.data_json = _stan_instance(self.program, data, seed)
         self._dim = self._model.param_unc_num()
         self.n_log_density = 0
         self.n_gradient = 0
@@ -201,6 +211,37 @@ def _point_error(point, dim: int, kind: str = "unconstrained") -> TypeError:
         f"the {kind} parameter vector must be a float array of shape ({dim},), "
         f"got {type(point).__name__} {point!r:.60}"
     )
+
+
+INSTANCES_KEPT = 4
+"""Stan instances kept for reuse (the most recently used): the posterior's, and a few of its subsets'."""
+
+_instances: OrderedDict[tuple, tuple[Any, str]] = OrderedDict()
+_instances_lock = threading.Lock()
+
+
+def _stan_instance(program: CompiledProgram, data: StanData, seed: int) -> tuple[Any, str]:
+    """The Stan instance of ``program`` on ``data`` and its data's JSON text: built once, then shared.
+
+    Keyed by the program's library, a digest of the data (of the arrays'
+    bytes, without converting them to JSON) and the seed. A Stan instance is
+    read-only once built (each thread evaluating it has its own autodiff
+    tape), so sharing it changes no value. Built under a lock: chains that
+    ask for the same instance at once wait for one build.
+    """
+    text = None if isinstance(data, Mapping) else data_to_json(data)
+    digest = data_digest(data) if text is None else hashlib.sha1(text.encode()).hexdigest()
+    key = (str(program.library), digest, seed)
+    with _instances_lock:
+        if key in _instances:
+            _instances.move_to_end(key)
+            return _instances[key]
+        text = data_to_json(data) if text is None else text
+        instance = (program.module.Model(text, seed), text)
+        _instances[key] = instance
+        while len(_instances) > INSTANCES_KEPT:
+            _instances.popitem(last=False)
+        return instance
 
 
 def _rebuild(program: CompiledProgram, data_json: str, seed: int, n_log_density: int, n_gradient: int):
