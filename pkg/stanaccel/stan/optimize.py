@@ -18,6 +18,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from stanaccel.densities import safe_log_densities
 from stanaccel.stan.errors import StanEvaluationError
 from stanaccel.stan.model import StanModel
 from stanaccel.stan.pathfinder import psis
@@ -237,7 +238,7 @@ def laplace_sample(model: StanModel, mode: Mode, n: int = 1000, seed: int = 1) -
     """
     covariance = mode.covariance()
     draws = mode.draws(n, seed)
-    log_p = np.array([_log_density(model, d, mode.jacobian) for d in draws])
+    log_p = safe_log_densities(_FullDensity(model, mode.jacobian), draws)  # on every core: O(N) each
     deviation = draws - mode.point
     log_q = -0.5 * np.einsum("ij,ij->i", deviation @ np.linalg.inv(covariance), deviation)
     finite = np.isfinite(log_p)
@@ -245,12 +246,19 @@ def laplace_sample(model: StanModel, mode: Mode, n: int = 1000, seed: int = 1) -
     return LaplaceDraws(draws, log_p, pareto_k)
 
 
-def _log_density(model: StanModel, point: np.ndarray, jacobian: bool) -> float:
-    """The log density at ``point``, -inf where the model cannot evaluate it."""
-    try:
-        return model.log_density(point, propto=False, jacobian=jacobian)
-    except StanEvaluationError:
-        return -np.inf
+class _FullDensity:
+    """``model``'s log density with its constants, -inf where Stan cannot evaluate it (a batch's density)."""
+
+    thread_safe = True
+
+    def __init__(self, model: StanModel, jacobian: bool):
+        self.model, self.jacobian = model, jacobian
+
+    def log_density(self, point: np.ndarray) -> float:
+        try:
+            return self.model.log_density(point, propto=False, jacobian=self.jacobian)
+        except StanEvaluationError:
+            return -np.inf
 
 
 def _settings(config: OptimizeSettings, init: str, jacobian: bool) -> dict:
