@@ -272,9 +272,9 @@ def data_warning(n: int, posterior: str) -> str | None:
         return None
     return (
         f"warning: {posterior} at N = {n}: {floats / 1e6:.0f} million numbers; Stan reads them as JSON text "
-        f"(about {floats * 22 / 1e9:.1f} GB of text for each model built from them; a run builds several, "
-        f"each keeping a parsed copy of {floats * 8 / 1e9:.1f} GB): "
-        "expect several GB of memory at peak"
+        f"(about {floats * 22 / 1e9:.1f} GB of it, and a parsed copy of {floats * 8 / 1e9:.1f} GB, for each "
+        "data set: the full data and, for subsets, a few small ones; the chains share them), which takes "
+        "tens of seconds before each run starts and is not charged to it; expect a few GB of memory"
     )
 
 
