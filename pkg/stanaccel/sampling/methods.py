@@ -123,8 +123,9 @@ class MethodSpec:
         Its warm-up when the user sets no ``warmup``: "nuts" (Stan's NUTS
         warm-up, 1000 iterations) or a cheap one ("laplace", "pathfinder"; only
         with ``cheap_warmup``), the fastest sound one by the measurements in
-        ``docs/own-program.md`` ("A cheap warm-up"). An integer ``warmup``
-        always means NUTS iterations.
+        ``docs/own-program.md`` ("Each method's default warm-up",
+        ``benchmarks/warmup_defaults.py``). An integer ``warmup`` always means
+        NUTS iterations.
     studies : tuple of str
         The study workflows that offer it (``pde``, ``approximation``, ``tempering``, ``latent``).
     auto : str, optional
