@@ -381,14 +381,15 @@ def build_parser() -> argparse.ArgumentParser:
     nuts.set_defaults(func=_nuts)
 
     from stanaccel.sampling.auto import AUTO
-    from stanaccel.sampling.config import keys
+    from stanaccel.sampling.config import keys, warmup_default_text
     from stanaccel.sampling.methods import METHODS
     from stanaccel.sampling.tune import OBJECTIVES
 
     sample = sub.add_parser(
         "sample",
         help="run any stanaccel sampler on a program",
-        description="Run Stan's NUTS warm-up on a program, tune the chosen sampler from it (and train an "
+        description="Run the warm-up on a program (Stan's NUTS warm-up, or the method's default cheap one, "
+        "a Laplace approximation), tune the chosen sampler from it (and train an "
         "autoencoder for the latent methods), run the chains, write the InferenceData (netCDF, with the "
         "settings used and whether the method is exact) and its metrics (FILE.metrics.json), and print the "
         "ArviZ summary. A setting you give wins over one tuned from the warm-up, which wins over the "
@@ -418,8 +419,8 @@ def build_parser() -> argparse.ArgumentParser:
     sample.add_argument(
         "--warmup",
         type=_warmup,
-        help="NUTS warm-up iterations per chain (default 1000), or 'nuts', 'pathfinder' or 'laplace': "
-        "a cheap Gaussian warm-up for the methods that take one",
+        help="NUTS warm-up iterations per chain, or 'nuts' (1000 of them), 'pathfinder' or 'laplace': "
+        f"a cheap Gaussian warm-up for the methods that take one (default: {warmup_default_text()})",
     )
     sample.add_argument(
         "--seed", type=_seed(2**63), default=1, help="random seed; every part of the run derives from it"

@@ -15,7 +15,7 @@ import pytest
 
 from stanaccel.errors import ConfigError
 from stanaccel.sampling import sample
-from stanaccel.sampling.config import make_config
+from stanaccel.sampling.config import make_config, table_rows
 from stanaccel.sampling.warmup import WarmupWarning, averaged_step
 from stanaccel.stan import write_data
 from stanaccel.stan.nuts import sample_nuts
@@ -93,7 +93,40 @@ def test_warmup_setting_takes_a_number_or_a_name():
     assert make_config("hmc", {"warmup": "nuts"}).warmup == 1000
     config = make_config("pcn", {"warmup": "laplace"})
     assert config.warmup == "laplace" and config.warmup_kind == "laplace"
-    assert make_config("mh").warmup_kind == "nuts"
+    assert make_config("pt").warmup_kind == "nuts"
+
+
+def test_an_unset_warmup_is_the_methods_default_and_a_number_means_nuts_iterations():
+    from stanaccel.sampling.methods import METHODS
+
+    for name, spec in METHODS.items():
+        config = make_config(name)
+        assert config.warmup_kind == spec.default_warmup, name
+        assert "warmup" not in config.user_keys()  # a default, which an earlier warm-up replaces
+        assert spec.default_warmup == "nuts" or spec.cheap_warmup, name  # cheap only where it is taken
+        if spec.default_warmup == "nuts":
+            assert config.warmup == 1000, name
+        assert make_config(name, {"warmup": 300}).warmup_kind == "nuts", name
+    cheap = {name for name, spec in METHODS.items() if spec.default_warmup != "nuts"}
+    assert {"hmc", "pcn", "imh", "dc"} <= cheap  # measured faster after Laplace, and as accurate
+    assert not {"pt", "tt", "spt", "stt", "ae-hmc", "ae-pcn"} & cheap  # measured worse after Laplace's
+    shown = next(row["default"] for row in table_rows() if row["key"] == "warmup")  # README table, --help
+    assert (
+        shown.startswith("1000 for nuts")
+        and "laplace for " + ", ".join(sorted(cheap, key=list(METHODS).index)) in shown
+    )
+
+
+def test_an_unset_warmup_runs_the_methods_default_and_a_number_runs_nuts(files):
+    folder, data = files
+    program, json_data = folder / "regression.stan", folder / "regression.json"
+    result = sample(program, json_data, "hmc", {"draws": 1000}, seed=5, progress=False)
+    check_exact(result, data)
+    assert result.metrics()["warmup"]["used"] == "laplace" and result.sources["warmup"] == "default"
+    assert result.metrics()["settings"]["warmup"] == "laplace"
+    result = sample(program, json_data, "hmc", {"warmup": 200, "draws": 100}, seed=5, progress=False)
+    assert "warmup" not in result.reports  # NUTS's warm-up reports no kind, diagnostics or fallback
+    assert result.metrics()["settings"]["warmup"] == 200 and result.sources["warmup"] == "user"
 
 
 @pytest.mark.parametrize(

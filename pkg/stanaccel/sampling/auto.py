@@ -49,12 +49,12 @@ from scipy.stats import norm
 from stanaccel.diagnostics import reference_z_scores
 from stanaccel.errors import ConfigError
 from stanaccel.observations import Observations
-from stanaccel.sampling.config import _check, keys, make_config, setting
+from stanaccel.sampling.config import DEFAULT_NUTS_WARMUP, _check, keys, make_config, setting
 from stanaccel.sampling.methods import METHODS, MethodSpec
 from stanaccel.sampling.program import ProgramConventionError, check_program, has_beta
 from stanaccel.sampling.result import SampleResult, method_label
 from stanaccel.sampling.run import SEEDS, run_nuts, run_sampler
-from stanaccel.sampling.warmup import DEFAULT_NUTS_WARMUP, cheap_warm_up, nuts_warm_up, warmup_share
+from stanaccel.sampling.warmup import cheap_warm_up, nuts_warm_up, warmup_share
 from stanaccel.seeds import spawn_seed, spawn_seeds
 from stanaccel.stan.errors import StanError
 from stanaccel.stan.nuts import NutsFit
@@ -451,8 +451,8 @@ def _full_run(best, method, model, data, adaptation, warm_seconds, pilot_seconds
         result.charged_seconds["auto pilots"] = pilot_seconds
         return result
     settings = {**best.settings, **size}
-    if adaptation.warmup in WARMUPS_TRIED:
-        settings["warmup"] = adaptation.warmup
+    # The warm-up that ran, so that the settings say it (not the method's default).
+    settings["warmup"] = adaptation.warmup if adaptation.warmup in WARMUPS_TRIED else DEFAULT_NUTS_WARMUP
     tuned = best.result.config
     step = spec.tuned_step(tuned)
     reused = {}

@@ -33,11 +33,16 @@ temperature. Written out (the table of methods imports this module); every ``inn
 with a ``move`` there (``tests/sampling/test_methods.py`` checks)."""
 
 WARMUPS = ("nuts", "pathfinder", "laplace")
-"""The warm-ups a ``warmup`` setting names: Stan's NUTS (the default), or a cheap one that fits a Gaussian
-(Stan's Pathfinder; the mode by L-BFGS and the Hessian there) for the methods whose table entry accepts it."""
+"""The warm-ups a ``warmup`` setting names: Stan's NUTS, or a cheap one that fits a Gaussian (Stan's
+Pathfinder; the mode by L-BFGS and the Hessian there) for the methods whose table entry accepts it. Each
+method's default is its table entry's ``default_warmup``."""
 
 NUTS_WARMUP = WARMUPS[0]
 """The ``warmup`` name of Stan's NUTS warm-up (a warm-up, not the method of that name)."""
+
+DEFAULT_NUTS_WARMUP = 1000
+"""Iterations of Stan's NUTS warm-up that ``warmup = "nuts"`` means: a method's default when its default
+warm-up is NUTS's, and what runs after a cheap warm-up that was not good enough."""
 
 LARGEST = 1e6
 """The largest value of a number setting that has no upper bound of its own (a scale, a step size,
@@ -234,13 +239,17 @@ class SamplerConfig:
     chains: int = setting(4, doc="number of chains", kind="int", low=1)
     draws: int = setting(1000, doc="draws per chain", kind="int", low=1)
     warmup: int | str = setting(
-        1000,
+        None,
         doc="the warm-up: iterations of Stan's NUTS warm-up per chain, or 'nuts' (1000 of them), "
         "'pathfinder' or 'laplace' (a Gaussian fitted cheaply, for the methods that need only "
         "a location, a scale and start points)",
         kind="warmup",
         low=0,
     )
+
+    def __post_init__(self):
+        if self.warmup is None:  # not set: the method's default (its table entry's ``default_warmup``)
+            object.__setattr__(self, "warmup", default_warmup(self.method))
 
     @property
     def warmup_kind(self) -> str:
@@ -661,6 +670,34 @@ def make_config(
     return config
 
 
+def default_warmup(method: str) -> int | str:
+    """The ``warmup`` of ``method`` when the user sets none: its table entry's ``default_warmup``.
+
+    A cheap warm-up's name ("laplace", "pathfinder"), or for "nuts" the
+    number of NUTS warm-up iterations it means (:data:`DEFAULT_NUTS_WARMUP`),
+    so that a method's ``warmup`` is always what runs.
+    """
+    spec = TABLE.get(method)
+    kind = spec.default_warmup if spec is not None else NUTS_WARMUP
+    return DEFAULT_NUTS_WARMUP if kind == NUTS_WARMUP else kind
+
+
+def warmup_defaults() -> dict[str, list[str]]:
+    """The methods by their default warm-up ("nuts", "laplace", ...), in the table's order."""
+    out: dict[str, list[str]] = {}
+    for name, spec in TABLE.items():
+        out.setdefault(spec.default_warmup, []).append(name)
+    return out
+
+
+def warmup_default_text() -> str:
+    """The ``warmup`` setting's default, per method, in words (the settings' table, ``--help``)."""
+    return "; ".join(
+        f"{DEFAULT_NUTS_WARMUP if kind == NUTS_WARMUP else kind} for {', '.join(methods)}"
+        for kind, methods in warmup_defaults().items()
+    )
+
+
 def _check_warmup_kind(method: str, warmup: int | str, prefix: str) -> None:
     """A cheap warm-up (a ``warmup`` name other than "nuts") only for a method whose table entry takes one."""
     if isinstance(warmup, str) and not method_record(method).cheap_warmup:
@@ -692,7 +729,7 @@ def _check(key: str, value: Any, meta: dict, prefix: str) -> Any:
     if kind == "warmup":
         names = ", ".join(map(repr, WARMUPS))
         if isinstance(value, str) and value in WARMUPS:
-            return 1000 if value == NUTS_WARMUP else value
+            return DEFAULT_NUTS_WARMUP if value == NUTS_WARMUP else value
         if isinstance(value, bool) or not isinstance(value, int | str):
             raise ConfigError(f"{shown}: expected a number of NUTS warm-up iterations or one of {names}")
         if isinstance(value, str):
@@ -790,6 +827,8 @@ def table_rows() -> list[dict[str, str]]:
         for f in fields(spec.config):
             meta = f.metadata
             default = meta.get("fallback") if f.default is None else f.default
+            if f.name == "warmup":
+                default = warmup_default_text()
             if f.default is MISSING:
                 default = ""
             row = rows.setdefault(

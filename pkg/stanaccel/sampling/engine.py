@@ -39,7 +39,7 @@ from stanaccel.extras import require_latent
 from stanaccel.programs import program_path
 from stanaccel.sampling.auto import auto_settings, is_auto, sample_auto
 from stanaccel.sampling.build import no_laplace
-from stanaccel.sampling.config import ConfigError, make_config
+from stanaccel.sampling.config import DEFAULT_NUTS_WARMUP, ConfigError, make_config
 from stanaccel.sampling.methods import method_spec
 from stanaccel.sampling.program import (
     Program,
@@ -181,7 +181,10 @@ def sample(
         checked_space(tune, config, {})  # mistakes found before the warm-up, not after
     if isinstance(executor, str):
         check_reachable(executor)  # a mistake found before the warm-up, not after
-    if config.cheap_warmup and (warmup_from is not None or is_target(program)):
+    own_warmup = warmup_from is not None or is_target(program)
+    if config.cheap_warmup and own_warmup and "warmup" not in config.user_keys():
+        config = config.replace(warmup=DEFAULT_NUTS_WARMUP)  # the default gives way to the warm-up given
+    if config.cheap_warmup and own_warmup:
         given = (
             "an earlier warm-up (warmup_from)" if warmup_from is not None else "a Python target's own warm-up"
         )

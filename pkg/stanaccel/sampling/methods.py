@@ -23,6 +23,7 @@ from stanaccel.kernels.independence import IndependenceMetropolis
 from stanaccel.kernels.mala import MALA
 from stanaccel.sampling.build import KernelFactory, hessian_pcn_move, hmc_move, mh_move, pcn_move
 from stanaccel.sampling.config import (
+    NUTS_WARMUP,
     TABLE,
     THIN_DOC,
     AEHMCConfig,
@@ -125,6 +126,13 @@ class MethodSpec:
         It needs of the warm-up only a location, a scale, start points and
         draws, so its ``warmup`` setting may name a cheap one ("pathfinder",
         "laplace") instead of Stan's NUTS warm-up.
+    default_warmup : str
+        Its warm-up when the user sets no ``warmup``: "nuts" (Stan's NUTS
+        warm-up, 1000 iterations) or a cheap one ("laplace", "pathfinder"; only
+        with ``cheap_warmup``), the fastest sound one by the measurements in
+        ``docs/own-program.md`` ("Each method's default warm-up",
+        ``benchmarks/warmup_defaults.py``). An integer ``warmup`` always means
+        NUTS iterations.
     studies : tuple of str
         The study workflows that offer it (``pde``, ``approximation``, ``tempering``, ``latent``).
     auto : str, optional
@@ -152,6 +160,7 @@ class MethodSpec:
     tempering: str | None = None
     acceptance_key: str | None = None
     cheap_warmup: bool = False
+    default_warmup: str = NUTS_WARMUP
     studies: tuple[str, ...] = ()
     auto: str | None = None
     auto_settings: tuple[tuple[str, Any], ...] = ()
@@ -456,6 +465,7 @@ METHODS: dict[str, MethodSpec] = {
             _mh_space,
             move=mh_move,
             cheap_warmup=True,
+            default_warmup="laplace",
             studies=("approximation", "tempering"),
         ),
         MethodSpec(
@@ -466,6 +476,7 @@ METHODS: dict[str, MethodSpec] = {
             move=hmc_move,
             inner_step=INNER_HMC_STEP,
             cheap_warmup=True,
+            default_warmup="laplace",
             studies=_ALL_STUDIES,
             auto="warm",
         ),
@@ -476,6 +487,7 @@ METHODS: dict[str, MethodSpec] = {
             _mala_space,
             StepTuning("step_size", 0.574, 20.0, _mala_steps),
             cheap_warmup=True,
+            default_warmup="laplace",
         ),
         MethodSpec(
             PCNConfig,
@@ -487,10 +499,20 @@ METHODS: dict[str, MethodSpec] = {
             inner_step=INNER_PCN_STEP,
             needs_draws=True,
             cheap_warmup=True,
+            default_warmup="laplace",
             studies=("pde",),
             auto="warm",
         ),
-        MethodSpec(IMHConfig, "IMH", _imh, _imh_space, needs_draws=True, cheap_warmup=True, auto="warm"),
+        MethodSpec(
+            IMHConfig,
+            "IMH",
+            _imh,
+            _imh_space,
+            needs_draws=True,
+            cheap_warmup=True,
+            default_warmup="laplace",
+            auto="warm",
+        ),
         MethodSpec(
             HPCNConfig,
             "h-pCN",
@@ -546,6 +568,7 @@ METHODS: dict[str, MethodSpec] = {
             _dc_space,
             acceptance_key="move_acceptance",
             cheap_warmup=True,
+            default_warmup="laplace",
             studies=("pde", "approximation"),
             auto="approximation",
             auto_settings=(("inner", "hmc"),),
@@ -557,6 +580,7 @@ METHODS: dict[str, MethodSpec] = {
             _tt_approx_space,
             acceptance_key="tt_acceptance",
             cheap_warmup=True,
+            default_warmup="laplace",
             studies=("pde", "approximation"),
         ),
         MethodSpec(

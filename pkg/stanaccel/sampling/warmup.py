@@ -38,7 +38,7 @@ from typing import Any
 
 import numpy as np
 
-from stanaccel.sampling.config import NUTS_WARMUP, method_record
+from stanaccel.sampling.config import DEFAULT_NUTS_WARMUP, NUTS_WARMUP, method_record
 from stanaccel.stan import StanModel
 from stanaccel.stan.errors import StanEvaluationError
 from stanaccel.stan.nuts import NutsFit, WarmupState, sample_nuts
@@ -314,10 +314,6 @@ def _distinct(draws: np.ndarray, n: int, seed: int) -> np.ndarray:
     unique = np.unique(draws, axis=0)
     rng = np.random.default_rng([seed, 0x57A2])
     return unique[rng.choice(len(unique), size=n, replace=len(unique) < n)]
-
-
-DEFAULT_NUTS_WARMUP = 1000
-"""NUTS warm-up iterations after a cheap warm-up was not good enough (the ``warmup`` setting's default)."""
 
 
 def nuts_warm_up(model, config, seeds, warmup_from, progress, say, charged, checkpoint=None) -> Adaptation:
