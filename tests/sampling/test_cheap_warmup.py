@@ -88,6 +88,18 @@ def test_a_poor_gaussian_falls_back_to_the_nuts_warmup(files, warmup, diagnostic
     assert result.adaptation is not None  # NUTS's own warm-up, saved with the result
 
 
+def test_laplace_from_starts_that_end_at_different_modes_falls_back_to_the_nuts_warmup(files):
+    # b has two equal modes (case 4); chains all started in one of them would sample it and agree
+    folder, _ = files
+    with pytest.warns(WarmupWarning, match="more than one mode"):
+        result = sample(
+            folder / "poor.stan", {"case_": 4, "K": 2}, "hmc", {"warmup": "laplace", "draws": 200, "chains": 2},
+            seed=3, progress=False,
+        )  # fmt: skip
+    report = result.metrics()["warmup"]
+    assert report["used"] == "nuts" and report["modes_found"] == 4 and report["mode_separation"] > 5
+
+
 def test_warmup_setting_takes_a_number_or_a_name():
     assert make_config("hmc", {"warmup": 200}).warmup == 200
     assert make_config("hmc", {"warmup": "nuts"}).warmup == 1000

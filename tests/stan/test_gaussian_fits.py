@@ -19,11 +19,12 @@ from stanaccel.stan.pathfinder import pathfinder
 # Posteriors a Gaussian does not fit. Case 1: Neal's funnel in (a, x), whose scale in x changes by
 # orders of magnitude with a, so no one Gaussian covers it (and its mode, at a = -4.5 (K + 1), has
 # curvatures e^(4.5 (K + 1)) apart). Case 2: -b^4, flat to second order at its mode b = 0 (the Hessian
-# is singular there). Case 3: independent Cauchy, tails far heavier than any Gaussian's. In all,
+# is singular there). Case 3: independent Cauchy, tails far heavier than any Gaussian's. Case 4: b has
+# two equal modes, at -3 and 3 (sd 0.5), that one Gaussian cannot both cover. In all,
 # s ~ gamma(3, 1) has its mode at s = 2, and the density of log s (with the Jacobian) at s = 3.
 POOR_GAUSSIAN = """
 data {
-  int<lower=1, upper=3> case_;
+  int<lower=1, upper=4> case_;
   int<lower=0> K;
 }
 parameters {
@@ -42,10 +43,14 @@ model {
     a ~ normal(1, 1);
     target += -b ^ 4;
     x ~ normal(0, 1);
-  } else {
+  } else if (case_ == 3) {
     a ~ cauchy(0, 1);
     b ~ cauchy(0, 1);
     x ~ cauchy(0, 1);
+  } else {
+    a ~ normal(0, 1);
+    target += log_mix(0.5, normal_lpdf(b | -3, 0.5), normal_lpdf(b | 3, 0.5));
+    x ~ normal(0, 1);
   }
 }
 """

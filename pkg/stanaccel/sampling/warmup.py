@@ -20,9 +20,10 @@ NUTS's own warm-up); one whose HMC moves on approximations (``dc``,
 built (:attr:`~stanaccel.sampling.methods.MethodSpec.inner_step`), without
 evaluating pi. Its diagnostics decide whether the Gaussian is trusted: the Pareto
 k of its draws' importance weights above :data:`PARETO_K_MAX` (Pathfinder's,
-or the Laplace draws', weighed as Stan's ``laplace_sample`` does), or a
+or the Laplace draws', weighed as Stan's ``laplace_sample`` does), a
 Hessian that is not negative definite or is worse conditioned than
-:data:`CONDITION_MAX`, and NUTS's
+:data:`CONDITION_MAX`, or L-BFGS from :data:`MODE_STARTS` starts ending at
+different modes, and NUTS's
 warm-up runs instead, with a :class:`WarmupWarning` naming the diagnostic
 and its value. All of it is charged to the sampler (``charged["warmup"]``;
 a cheap warm-up that was not used, as ``"warmup (<kind>, not used)"``).
@@ -42,7 +43,7 @@ from stanaccel.sampling.config import DEFAULT_NUTS_WARMUP, NUTS_WARMUP, method_r
 from stanaccel.stan import StanModel
 from stanaccel.stan.errors import StanEvaluationError
 from stanaccel.stan.nuts import NutsFit, WarmupState, sample_nuts
-from stanaccel.stan.optimize import laplace_sample, optimize
+from stanaccel.stan.optimize import laplace_sample, modes_from_starts, optimize
 from stanaccel.stan.pathfinder import pathfinder
 
 PARETO_K_MAX = 0.7
@@ -54,6 +55,15 @@ CONDITION_MAX = 1e10
 """The Laplace Gaussian is used when the negative Hessian's condition number is at most this: beyond it
 the Hessian's finite differences (relative error about 1e-6 or worse) leave the smallest curvature
 unresolved, so the covariance in that direction is noise."""
+
+MODE_STARTS = 4
+"""L-BFGS runs, from as many random starts at once, in the Laplace warm-up. Where they end at different
+modes the posterior has several: one Gaussian covers one of them, and chains started there would not
+show the others (chains warmed up by NUTS from random starts do, by R-hat), so NUTS's warm-up runs."""
+
+MODE_SEPARATION = 1.0
+"""Two modes found from different starts are different when a coordinate differs by more than this
+many of the Laplace sds at the highest (one mode's ends of L-BFGS differ by far less)."""
 
 STEP_ITERATIONS = 100
 """Iterations of Stan's NUTS adapting only the step size, with the cheap warm-up's metric held fixed,
@@ -295,11 +305,25 @@ def _gaussian(model, kind, seed, progress, say, report) -> tuple[np.ndarray, np.
         say(f"Pathfinder: Pareto k {fit.pareto_k:.2f}, {fit.gradient_evaluations} log density evaluations")
         return fit.draws, fit.gaussian()[1]
     say(f"Laplace approximation of {name} (the warm-up): the mode by Stan's L-BFGS, the Hessian there")
-    mode = optimize(model, seed=seed, jacobian=True, progress=progress)
-    report.update(condition_number=mode.condition_number(), iterations=mode.iterations)
+    modes = modes_from_starts(model, MODE_STARTS, seed=seed, jacobian=True, progress=progress)
+    if not modes:  # every start failed: retries from further starts, or the error
+        modes = [optimize(model, seed=seed + MODE_STARTS, jacobian=True, progress=progress)]
+    mode = max(modes, key=lambda m: m.log_density)
+    report.update(
+        condition_number=mode.condition_number(), iterations=mode.iterations, modes_found=len(modes)
+    )
     problem = mode.hessian_problem(CONDITION_MAX)
     if problem is not None:
         return problem
+    separation = max(
+        float(np.max(np.abs(m.point - mode.point) / np.sqrt(np.diag(mode.covariance())))) for m in modes
+    )
+    report["mode_separation"] = separation
+    if separation > MODE_SEPARATION:
+        return (
+            f"L-BFGS from {len(modes)} starts ended at modes {separation:.1f} Laplace sds apart: the "
+            "posterior has more than one mode, and a Gaussian at one of them would hide the others"
+        )
     laplace = laplace_sample(model, mode, GAUSSIAN_DRAWS, seed=seed)
     report["pareto_k"] = laplace.pareto_k
     if not laplace.pareto_k <= PARETO_K_MAX:

@@ -195,6 +195,32 @@ def optimize(
         raise StanEvaluationError(
             f"L-BFGS optimisation failed from {attempts} starts:\n" + "\n".join(failures)
         )
+    return _mode(model, r, jacobian)
+
+
+def modes_from_starts(
+    model: StanModel, starts: int, *, jacobian: bool = True, progress: bool = False, **settings: Any
+) -> list[Mode]:
+    """L-BFGS from ``starts`` of Stan's random inits at once (a thread each): the modes it ended at.
+
+    Start i uses seed ``seed + i``. The runs that failed are left out (an
+    empty list: every one failed); the caller compares the modes (several
+    different ones: the posterior has several).
+    """
+    config = OptimizeSettings(**settings)
+    config.check()
+    configs = [replace(config, seed=(config.seed + i) % 2**32) for i in range(starts)]
+    runs = [model.program.module.Optimization(model._model, _settings(c, "{}", jacobian)) for c in configs]
+    if run_threads(runs, "L-BFGS", config.iterations, progress):
+        raise KeyboardInterrupt
+    results = [run.result() for run in runs]
+    if any(r["interrupted"] for r in results):
+        raise KeyboardInterrupt
+    return [_mode(model, r, jacobian) for r in results if not r["error"]]
+
+
+def _mode(model: StanModel, r: dict, jacobian: bool) -> Mode:
+    """The Mode of a finished ``Optimization`` run's result."""
     return Mode(
         point=np.ravel(r["mode"]),
         log_density=float(r["log_density"]),
