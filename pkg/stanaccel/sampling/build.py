@@ -11,6 +11,8 @@ of methods (:mod:`stanaccel.sampling.methods`); the parts are here.
 
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +35,7 @@ from stanaccel.kernels import (
 from stanaccel.kernels.hessian_pcn import HessianPCN
 from stanaccel.kernels.pcn import gaussian_root, whiten
 from stanaccel.sampling.config import ConfigError, SamplerConfig, method_record
-from stanaccel.sampling.program import approximation, observations_for
+from stanaccel.sampling.program import approximation, data_fingerprint, observations_for
 from stanaccel.sampling.warmup import Adaptation
 from stanaccel.stan import StanModel, compile_program
 
@@ -153,6 +155,31 @@ class ReferenceRatio:
         return self.density.log_density(x) + 0.5 * float(w @ w)
 
 
+INSTANCES_KEPT = 2
+"""Stan instances of a posterior kept for reuse (:func:`shared_instance`): each holds a parsed copy of its
+data, so only a few."""
+
+_INSTANCES: OrderedDict[tuple, StanModel] = OrderedDict()
+_INSTANCES_LOCK = threading.Lock()
+
+
+def shared_instance(key: tuple, build) -> StanModel:
+    """The Stan instance of ``key`` (program, data fingerprint, seed), built by ``build()`` the first time.
+
+    Every chain of every run in this process on the same posterior shares it
+    through a handle of its own (:meth:`StanModel.handle`): building one
+    serialises the data to JSON text and parses it, seconds per chain at a
+    hundred thousand observations, paid by every pilot of ``method = "auto"``.
+    """
+    with _INSTANCES_LOCK:
+        if key not in _INSTANCES:
+            _INSTANCES[key] = build()
+            while len(_INSTANCES) > INSTANCES_KEPT:
+                _INSTANCES.popitem(last=False)
+        _INSTANCES.move_to_end(key)
+        return _INSTANCES[key]
+
+
 class KernelFactory:
     """``factory(chain)`` builds chain ``chain``'s kernel for a resolved configuration.
 
@@ -189,10 +216,15 @@ class KernelFactory:
         self.config, self.model, self.data, self.adaptation = config, model, data, adaptation
         self.seed, self.maps = seed, maps
         self.densities: list[dict[str, Any]] = []
+        self._key: tuple | None = None
 
     def posterior(self):
-        """A chain's own Stan instance of the posterior."""
-        return self.model.with_data(self.data)
+        """A chain's own handle on the posterior's Stan instance (:func:`shared_instance`)."""
+        if not isinstance(self.model, StanModel):
+            return self.model.with_data(self.data)
+        if self._key is None:
+            self._key = (str(self.model.program.library), data_fingerprint(self.data), self.model.seed)
+        return shared_instance(self._key, lambda: self.model.with_data(self.data)).handle()
 
     def timed_posterior(self) -> KeepConstants:
         """A chain's own posterior, constants kept: value-only evaluations skip autodiff; timed."""
