@@ -180,6 +180,16 @@ def shared_instance(key: tuple, build) -> StanModel:
         return _INSTANCES[key]
 
 
+def instance_key(model: StanModel, data: dict[str, Any]) -> tuple:
+    """The key of ``model``'s program on ``data`` among the shared instances: program, data digest, seed."""
+    return (str(model.program.library), data_fingerprint(data), model.seed)
+
+
+def posterior_instance(model: StanModel, data: dict[str, Any]) -> StanModel:
+    """The shared Stan instance of ``model``'s program on ``data``, built now if it is not yet."""
+    return shared_instance(instance_key(model, data), lambda: model.with_data(data))
+
+
 class KernelFactory:
     """``factory(chain)`` builds chain ``chain``'s kernel for a resolved configuration.
 
@@ -219,11 +229,11 @@ class KernelFactory:
         self._key: tuple | None = None
 
     def posterior(self):
-        """A chain's own handle on the posterior's Stan instance (:func:`shared_instance`)."""
+        """A chain's own handle on the posterior's Stan instance (:func:`posterior_instance`)."""
         if not isinstance(self.model, StanModel):
             return self.model.with_data(self.data)
         if self._key is None:
-            self._key = (str(self.model.program.library), data_fingerprint(self.data), self.model.seed)
+            self._key = instance_key(self.model, self.data)
         return shared_instance(self._key, lambda: self.model.with_data(self.data)).handle()
 
     def timed_posterior(self) -> KeepConstants:
