@@ -202,6 +202,10 @@ def test_a_pilot_is_the_start_of_its_full_run_and_one_that_cannot_win_is_dropped
     hmc = _pilot(METHODS["hmc"], {}, model, data, adaptation, warm, hopeless, 5, seeds, race, tmp_path,
                  lambda line: None)  # fmt: skip
     nuts = _nuts_pilot(METHODS["nuts"], model, "regression", adaptation, hopeless, race, 6, lambda line: None)
+    # A positive kernel's ESS per draw is at most 1, so the race holds it to less than HMC's.
+    race = Race(4000, 2.6, best=100.0, leader="dc")
+    assert race.lost(0.02, 0.0, "after 5 draws") == "" and METHODS["imh"].positive
+    assert race.lost(0.02, 0.0, "after 5 draws", positive=True).startswith("dropped after 5 draws: at 0.02")
     for dropped in (hmc, nuts):
         row = dropped.row(hopeless.chains * hopeless.draws, "dc")
         assert dropped.result is None and row["note"].startswith("dropped after"), row

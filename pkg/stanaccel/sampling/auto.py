@@ -14,7 +14,7 @@ their roles come from the table (:attr:`~stanaccel.sampling.methods.MethodSpec.a
   at the mode (kind "laplace");
 - "own-warmup" (Stan's NUTS, piloted last): from the shared warm-up's
   metric and starts, :data:`NUTS_PILOT_STEP` iterations adapting only its
-  step size, then draws;
+  step size (after a probe of :data:`NUTS_PILOT_PROBE`), then draws;
 - "modes": tempering, piloted only when the other pilots' chains disagree
   about where the posterior's mass is (:func:`mode_gap` above
   :data:`MODE_GAP`); then the choice is among these.
@@ -38,10 +38,13 @@ seconds per step-size iteration), and S the method's own set-up measured in
 its pilot (step tuning, the approximation's mode and Taylor coefficients).
 
 The pilots race (:class:`Race`): ArviZ caps an ESS at n log10(n) for n
-draws, so no pilot of n chain-draws shows an e above log10(n). A pilot
-whose seconds per draw, after :data:`RACE_DRAWS` draws of each chain (NUTS:
-after its step-size iterations), cap its score below the best projection so
-far even at that e is stopped and its candidate dropped, the table saying so.
+draws, so no pilot of n chain-draws shows an e above log10(n); a positive
+kernel's (:attr:`~stanaccel.sampling.methods.MethodSpec.positive`) is at
+most 1 (:data:`POSITIVE_CAP` with the estimate's noise). A pilot whose
+seconds per draw, after :data:`RACE_DRAWS` draws and :data:`RACE_SECONDS`
+of each chain (NUTS: after its step-size iterations), cap its score below
+the best projection so far even at that e is stopped and its candidate
+dropped, the table saying so.
 
 The pilots themselves are not in the score (they are spent whichever method
 is chosen) but are charged to the result ("auto pilots"), less the chosen
@@ -92,6 +95,13 @@ PILOT_CHAINS = 2
 NUTS_PILOT_STEP = 30
 """Iterations of the NUTS pilot adapting only its step size, from the shared warm-up's metric and starts
 (and its step size, where it adapted one): the first phase of NUTS's own warm-up, shortened."""
+
+NUTS_PILOT_PROBE = 10
+"""Iterations of a first, shorter step-size adaptation, whose seconds alone may drop NUTS from the race."""
+
+POSITIVE_CAP = 1.5
+"""The largest ESS per draw the race allows a pilot of a positive kernel (:attr:`MethodSpec.positive
+<stanaccel.sampling.methods.MethodSpec.positive>`): 1, and room for the estimate's noise."""
 
 RACE_DRAWS = 3
 RACE_SECONDS = 0.3
@@ -255,18 +265,23 @@ class Race:
     best: float = 0.0
     leader: str = ""
 
-    def ceiling(self, seconds_per_draw: float, warmup_seconds: float) -> float:
+    def ceiling(self, seconds_per_draw: float, warmup_seconds: float, cap: float) -> float:
         """The highest projected ESS/s of a candidate of these seconds per chain-draw and warm-up."""
-        return self.cap * self.chain_draws / (warmup_seconds + seconds_per_draw * self.chain_draws)
+        return cap * self.chain_draws / (warmup_seconds + seconds_per_draw * self.chain_draws)
 
-    def lost(self, seconds_per_draw: float, warmup_seconds: float, after: str) -> str:
-        """Why the candidate is dropped, or "" while it can still beat the best."""
-        ceiling = self.ceiling(seconds_per_draw, warmup_seconds)
+    def lost(self, seconds_per_draw: float, warmup_seconds: float, after: str, positive: bool = False) -> str:
+        """Why the candidate is dropped, or "" while it can still beat the best.
+
+        ``positive``: its kernel is positive (ESS per draw at most 1), held to :data:`POSITIVE_CAP`.
+        """
+        cap = min(self.cap, POSITIVE_CAP) if positive else self.cap
+        ceiling = self.ceiling(seconds_per_draw, warmup_seconds, cap)
         if not self.best or ceiling >= self.best:
             return ""
+        most = "a positive kernel's ESS/draw, at most 1" if positive else "the most a pilot shows"
         return (
             f"dropped {after}: at {seconds_per_draw:.3g} s/draw it projects at most {ceiling:.3g} ESS/s "
-            f"(ESS/draw {self.cap:.2g}, the most a pilot shows), below {self.leader}'s {self.best:.3g}"
+            f"(ESS/draw {cap:.2g}, {most}), below {self.leader}'s {self.best:.3g}"
         )
 
     def enter(self, pilot: Pilot) -> None:
@@ -284,8 +299,9 @@ class _Stop:
     started late are not cut short. Each chain is timed from its first draw.
     """
 
-    def __init__(self, race: Race, draws: int, chains: int, warmup_seconds: float):
+    def __init__(self, race: Race, draws: int, chains: int, warmup_seconds: float, positive: bool):
         self.race, self.draws, self.chains, self.warmup_seconds = race, draws, chains, warmup_seconds
+        self.positive = positive
         self.first: dict[int, tuple[float, int]] = {}
         self.last: dict[int, tuple[float, int]] = {}
         self.lost = ""
@@ -308,7 +324,9 @@ class _Stop:
             return True
         if done - before < RACE_DRAWS or now - began < RACE_SECONDS:
             return False
-        self.lost = self.race.lost(self.seconds_per_draw, self.warmup_seconds, f"after {done} draws")
+        self.lost = self.race.lost(
+            self.seconds_per_draw, self.warmup_seconds, f"after {done} draws", self.positive
+        )
         return bool(self.lost)
 
 
@@ -473,7 +491,9 @@ def _nuts_pilot(spec, model, name, adaptation, auto, race, seed, say) -> Pilot:
     """Stan's NUTS from the shared warm-up: a short step-size adaptation, then draws unless it lost the race.
 
     Its warm-up is projected to a full NUTS run's (:data:`DEFAULT_NUTS_WARMUP`
-    iterations of each chain) at its seconds per step-size iteration.
+    iterations of each chain) at its seconds per step-size iteration. A
+    probe of :data:`NUTS_PILOT_PROBE` iterations first drops a NUTS that
+    cannot win for their cost alone.
     """
     start = time.perf_counter()
     draws = -(-auto.chains * auto.pilot_draws // PILOT_CHAINS)
@@ -483,38 +503,37 @@ def _nuts_pilot(spec, model, name, adaptation, auto, race, seed, say) -> Pilot:
     metric = np.asarray(adaptation.inv_metric)
     kind = "diag" if metric.ndim == 1 else "dense"
     initial = adaptation.step_size or 1.0
-    fit = sample_nuts(
-        model,
-        chains=PILOT_CHAINS,
-        warmup=NUTS_PILOT_STEP,
-        draws=0,
-        inits=adaptation.starts[np.arange(PILOT_CHAINS) % len(adaptation.starts)],
-        inv_metric=metric,
-        metric=kind,
-        step_size=initial,
-        init_buffer=NUTS_PILOT_STEP,
-        term_buffer=0,
-        window=0,
-        seed=seed,
-        progress=False,
-    )
-    if fit.interrupted:
-        raise KeyboardInterrupt
-    # Seconds per chain-iteration, the chains in parallel: all iterations for the warm-up; for a draw, the
-    # leapfrog steps of the last half, once the step size has settled.
-    chain = float(np.max(fit.chain_seconds))
-    leapfrogs = np.asarray(fit.warmup_sample_stats["n_steps"], dtype=float)
-    per_iteration = chain / (PILOT_CHAINS * NUTS_PILOT_STEP)
-    per_draw = (
-        chain / PILOT_CHAINS * leapfrogs[:, NUTS_PILOT_STEP // 2 :].mean() / leapfrogs.sum(axis=1).max()
-    )
-    pilot.warmup_seconds = per_iteration * auto.chains * DEFAULT_NUTS_WARMUP
     pilot.setup_seconds = 0.0
-    pilot.note = race.lost(per_draw, pilot.warmup_seconds, "after its step-size iterations")
-    if pilot.note:
-        pilot.seconds_per_draw, pilot.pilot_seconds = per_draw, time.perf_counter() - start
-        say(f"auto: {spec.label} {pilot.note}")
-        return pilot
+    for iterations in (NUTS_PILOT_PROBE, NUTS_PILOT_STEP):
+        fit = sample_nuts(
+            model,
+            chains=PILOT_CHAINS,
+            warmup=iterations,
+            draws=0,
+            inits=adaptation.starts[np.arange(PILOT_CHAINS) % len(adaptation.starts)],
+            inv_metric=metric,
+            metric=kind,
+            step_size=initial,
+            init_buffer=iterations,
+            term_buffer=0,
+            window=0,
+            seed=seed,
+            progress=False,
+        )
+        if fit.interrupted:
+            raise KeyboardInterrupt
+        # Seconds per chain-iteration, the chains in parallel: all iterations for the warm-up; for a draw,
+        # the leapfrog steps of the last half, once the step size has settled.
+        chain = float(np.max(fit.chain_seconds))
+        leapfrogs = np.asarray(fit.warmup_sample_stats["n_steps"], dtype=float)
+        per_leapfrog = chain / PILOT_CHAINS / leapfrogs.sum(axis=1).max()
+        per_draw = per_leapfrog * leapfrogs[:, iterations // 2 :].mean()
+        pilot.warmup_seconds = chain / (PILOT_CHAINS * iterations) * auto.chains * DEFAULT_NUTS_WARMUP
+        pilot.note = race.lost(per_draw, pilot.warmup_seconds, f"after {iterations} step-size iterations")
+        if pilot.note:
+            pilot.seconds_per_draw, pilot.pilot_seconds = per_draw, time.perf_counter() - start
+            say(f"auto: {spec.label} {pilot.note}")
+            return pilot
     steps = np.array([averaged_step(a, initial) for a in fit.warmup_sample_stats["acceptance_rate"]])
     metrics = np.repeat(metric[None], PILOT_CHAINS, axis=0)
     state = WarmupState(steps, metrics, kind, fit.last_unconstrained())
@@ -569,7 +588,7 @@ def _pilot(spec, settings, model, data, adaptation, warm_seconds, auto, seed, se
         "warm-up (the first draws of its full run)"
     )
     start = time.perf_counter()
-    stop = _Stop(race, auto.pilot_draws, auto.chains, warm_seconds)
+    stop = _Stop(race, auto.pilot_draws, auto.chains, warm_seconds, spec.positive)
     try:
         result = run_sampler(config, model, data, adaptation, seed=seed, seeds=seeds, charged={},
                              describe=False, checkpoint=pilot.checkpoint, stop=stop)  # fmt: skip
@@ -585,8 +604,10 @@ def _pilot(spec, settings, model, data, adaptation, warm_seconds, auto, seed, se
         pilot.pilot_seconds = time.perf_counter() - start
         say(f"auto: {pilot.label} {pilot.note}")
         return pilot
-    _measured(pilot, result, 0.0, time.perf_counter() - start)
-    pilot.seconds_per_draw = stop.seconds_per_draw
+    chain = float(np.max(result.run.chain_seconds))  # a chain resumed past its pilot draws calls no stop
+    _measured(pilot, result, chain, time.perf_counter() - start)
+    if np.isfinite(stop.seconds_per_draw):
+        pilot.seconds_per_draw = stop.seconds_per_draw
     return pilot
 
 
