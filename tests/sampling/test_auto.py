@@ -23,6 +23,7 @@ from stanaccel.sampling.auto import (
     PILOT_ORDER,
     AutoSettings,
     Race,
+    _agreement,
     _full_run,
     _nuts_pilot,
     _pilot,
@@ -206,6 +207,7 @@ def test_a_pilot_is_the_start_of_its_full_run_and_one_that_cannot_win_is_dropped
     race = Race(4000, 2.6, best=100.0, leader="dc")
     assert race.lost(0.02, 0.0, "after 5 draws") == "" and METHODS["imh"].positive
     assert race.lost(0.02, 0.0, "after 5 draws", positive=True).startswith("dropped after 5 draws: at 0.02")
+    assert hmc.partial is not None and _agreement([hmc, nuts]) is hmc  # its draws: the reference left
     for dropped in (hmc, nuts):
         row = dropped.row(hopeless.chains * hopeless.draws, "dc")
         assert dropped.result is None and row["note"].startswith("dropped after"), row

@@ -227,6 +227,8 @@ class Pilot:
     settings: dict[str, Any] | None = None
     checkpoint: Path | None = None
     """Where a kernel pilot's chains are checkpointed: its full run continues them."""
+    partial: SampleResult | None = None
+    """The draws of a pilot dropped from the race: a reference for the agreement check if none finished."""
 
     def projected(self, chain_draws: int) -> float:
         """The ESS per second of a full run of ``chain_draws`` chain-draws, everything charged."""
@@ -600,7 +602,7 @@ def _pilot(spec, settings, model, data, adaptation, warm_seconds, auto, seed, se
     pilot.setup_seconds = sum(result.charged_seconds.values())
     pilot.label = method_label(result.config)
     if stop.lost:
-        pilot.note, pilot.seconds_per_draw = stop.lost, stop.seconds_per_draw
+        pilot.note, pilot.seconds_per_draw, pilot.partial = stop.lost, stop.seconds_per_draw, result
         pilot.pilot_seconds = time.perf_counter() - start
         say(f"auto: {pilot.label} {pilot.note}")
         return pilot
@@ -614,18 +616,24 @@ def _pilot(spec, settings, model, data, adaptation, warm_seconds, auto, seed, se
 def _agreement(pilots: list[Pilot]) -> Pilot | None:
     """Mark each pilot whose posterior means differ from the reference pilot's beyond a Bonferroni z limit.
 
-    The reference is the NUTS pilot; where NUTS was dropped, the pilot on the
-    full density ("warm") of the highest ESS per draw. Returns it (None: no check).
+    The reference is the NUTS pilot; where NUTS was dropped, the finished
+    pilot on the full density ("warm") of the highest ESS per draw; where
+    those were dropped too, the one of them with the most draws before it
+    was. Returns it (None: no check).
     """
     drawn = [p for p in pilots if p.result is not None]
-    reference = next((p for p in drawn if p.role == "own-warmup"), None) or max(
-        (p for p in drawn if p.role == "warm" and not p.note), key=lambda p: p.ess_per_draw, default=None
+    full = [p for p in pilots if p.role == "warm" and (p.partial or p.result) is not None]
+    reference = (
+        next((p for p in drawn if p.role == "own-warmup"), None)
+        or max((p for p in full if p.result is not None), key=lambda p: p.ess_per_draw, default=None)
+        or max(full, key=lambda p: p.partial.run.positions.size, default=None)
     )
     if reference is None:
         return None
+    mine = (reference.result or reference.partial).to_inference_data()
     others = [p for p in drawn if p is not reference]
     for pilot in others:
-        z = reference_z_scores(pilot.result.to_inference_data(), reference.result.to_inference_data())[0]
+        z = reference_z_scores(pilot.result.to_inference_data(), mine)[0]
         limit = norm.ppf(1 - AGREEMENT_P / (2 * max(z.size, 1) * max(len(others), 1)))
         pilot.z_max = float(np.nanmax(np.abs(z))) if np.isfinite(z).any() else None
         if pilot.z_max is not None and pilot.z_max > limit and not pilot.note:
