@@ -26,8 +26,9 @@ same kernel from the same starts: its draws are those of one run never
 stopped). The NUTS pilot runs :data:`PILOT_CHAINS` chains with as many
 chain-draws. Per chain-draw a pilot gives an ESS (the worst parameter's bulk
 ESS over the pilot's chain-draws) and seconds (its slowest chain's seconds
-over the pilot's chain-draws: the time of a run without the fixed cost of
-starting one); for a full run of C chains x D draws the score is
+per draw from its first draw on, over the chains: the time of a run without
+the fixed cost of starting one); for a full run of C chains x D draws the
+score is
 
     projected ESS/s = e x C x D / (W + S + t x C x D)
 
@@ -50,7 +51,8 @@ The pilots themselves are not in the score (they are spent whichever method
 is chosen) but are charged to the result ("auto pilots"), less the chosen
 one's draws, which its full run keeps. A pilot whose posterior means differ
 from the reference pilot's (the NUTS pilot's; if NUTS was dropped, that of
-the full-density candidate of highest ESS) by more than a Bonferroni z limit
+the full-density candidate of highest ESS; if those were dropped too, the
+draws of the one that drew most) by more than a Bonferroni z limit
 (:data:`AGREEMENT_P`) is not chosen.
 """
 
@@ -337,7 +339,8 @@ FORMULA = (
     "seconds per chain-draw, C x D the full run's chains x draws, W its warm-up (the shared cheap one; "
     f"NUTS: {DEFAULT_NUTS_WARMUP} iterations at the pilot's seconds per step-size iteration), S its own "
     "set-up (tuning, approximation). A pilot is dropped once its seconds per draw cap this below the "
-    "best so far even at the largest e a pilot shows (log10 of its chain-draws)"
+    f"best so far even at the largest e a pilot shows (log10 of its chain-draws; {POSITIVE_CAP:g} for a "
+    "positive kernel)"
 )
 
 
