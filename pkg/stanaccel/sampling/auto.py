@@ -432,7 +432,8 @@ def _sample_auto(
     rows = [p.row(chain_draws, best_method) for p in pilots]
     for row in rows:
         say("auto pilot: " + _shown(row))
-    say(line + f"; the pilots' {pilot_seconds:.1f} s are charged, less the chosen pilot's draws it keeps")
+    say(line + f"; {pilot_seconds:.1f} s so far (the shared warm-up, set-ups, pilots) are charged, less the "
+        "chosen pilot's draws, which its full run keeps")  # fmt: skip
     result = _full_run(best, best_method, model, data, adaptation, warm_seconds, pilot_seconds, auto, seed,
                        seeds, progress, say, checkpoint, executor)  # fmt: skip
     resumed = getattr(result.run, "resumed_draws", None)
