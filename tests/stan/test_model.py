@@ -146,3 +146,17 @@ def test_threads_evaluate_concurrently_with_the_same_results(gp_model):
     for (lp, g), (lp_e, g_e) in zip(results, expected, strict=True):
         assert lp == lp_e
         np.testing.assert_array_equal(g, g_e)
+
+
+def test_a_handle_shares_the_stan_instance_and_counts_its_own_evaluations(mvn_model, mvn_data):
+    """Chains share one instance through handles (nothing rebuilt from JSON), each counting its own calls."""
+    from stanaccel.sampling.build import posterior_instance
+
+    handle = mvn_model.handle()
+    theta = np.full(mvn_model.dim, 0.3)
+    before = mvn_model.n_log_density
+    assert handle.log_density(theta) == mvn_model.log_density(theta)
+    assert handle.n_log_density == 1 and mvn_model.n_log_density == before + 1
+    assert handle._model is mvn_model._model
+    shared = posterior_instance(mvn_model, mvn_data)  # built once for this program, data and seed
+    assert posterior_instance(mvn_model, dict(mvn_data)) is shared and shared is not mvn_model
