@@ -2,9 +2,12 @@
 
 On a cheap 2-d Gaussian posterior Stan's NUTS (a C++ loop) wins; on the same
 posterior made expensive (its likelihood computed many times over) a method
-after the cheap warm-up wins. Either way the full run's answer is checked
-against the known posterior, the pilot table is written, and the pilots are
-charged. Settings that only some methods take are refused before any work.
+after the cheap warm-up wins, its full run continuing its pilot's chains.
+Either way the full run's answer is checked against the known posterior, the
+pilot table is written, and the pilots are charged. A kernel pilot is the
+start of its full run (the same draws as one run never stopped); a pilot that
+cannot beat the best so far is dropped, its row saying why. Settings that
+only some methods take are refused before any work.
 """
 
 import json
@@ -16,7 +19,20 @@ from stanaccel.cli import main
 from stanaccel.diagnostics import mcse_z_scores
 from stanaccel.diagnostics._arviz import az
 from stanaccel.sampling import METHODS, ConfigError, sample
-from stanaccel.stan import write_data
+from stanaccel.sampling.auto import (
+    PILOT_ORDER,
+    AutoSettings,
+    Race,
+    _agreement,
+    _full_run,
+    _nuts_pilot,
+    _pilot,
+    _shared_warm_up,
+)
+from stanaccel.sampling.config import make_config
+from stanaccel.sampling.run import SEEDS, run_sampler
+from stanaccel.seeds import spawn_seeds
+from stanaccel.stan import StanModel, write_data
 from stanaccel.workflow import run_workflow
 from tests.sampling.programs import (
     EXPENSIVE_REGRESSION,
@@ -26,8 +42,11 @@ from tests.sampling.programs import (
 )
 from tests.sampling.test_sample import Z_LIMIT, check_exact
 
-PILOTED = [name for name, spec in METHODS.items() if spec.auto not in (None, "modes")]
-"""The candidates piloted on a posterior whose pilots agree about the modes (all but tempering)."""
+PILOTED = sorted(
+    (name for name, spec in METHODS.items() if spec.auto not in (None, "modes")),
+    key=lambda name: PILOT_ORDER.index(METHODS[name].auto),
+)
+"""The candidates piloted on a posterior whose pilots agree about the modes (all but tempering), in order."""
 COLUMNS = {"method", "warmup", "setup_s", "pilot_ess_per_draw", "s_per_draw", "projected_ess_per_s", "chosen"}
 
 
@@ -80,6 +99,8 @@ def test_auto_chooses_another_method_on_an_expensive_posterior(files, tmp_path, 
     charged = metrics["charged_seconds"]
     assert charged["auto pilots"] > 0 and charged["warmup"] > 0  # the shared warm-up, paid once
     assert metrics["settings"]["warmup"] == "laplace" and metrics["exact"]
+    continued = metrics["auto"]["continued_draws"]  # its full run continued its pilot's 4 chains
+    assert len(continued) == 4 and all(d >= metrics["auto"]["pilot_draws"] for d in continued)
     mean, sd = regression_posterior(regression_data())
     z_mean, z_sd = mcse_z_scores(az.from_netcdf(out), "coef", mean, sd)
     assert np.all(np.abs(z_mean) < Z_LIMIT) and np.all(np.abs(z_sd) < Z_LIMIT), (chosen, z_mean, z_sd)
@@ -154,3 +175,40 @@ def test_the_modes_check_tells_chains_in_one_mode_from_chains_in_two():
     two = [*one[:3], rng.normal(size=(200, 3)) + [0.0, 6.0, 0.0]]
     assert mode_gap(two) > MODE_GAP
     assert mode_gap(one[:1]) == 0.0
+
+
+def test_a_pilot_is_the_start_of_its_full_run_and_one_that_cannot_win_is_dropped(files, tmp_path):
+    data = regression_data()
+    model = StanModel(files / "regression.stan", {**data, "beta": 1.0})
+    data = {**data, "beta": 1.0}
+    auto = AutoSettings(chains=2, draws=300, pilot_draws=60)
+    seeds = spawn_seeds(5, SEEDS)
+    pcn = (METHODS["pcn"], {})
+    adaptation, warm, _ = _shared_warm_up(model, [pcn], auto, seeds, False, lambda line: None)
+    race = Race(auto.chains * auto.draws, 2.0)
+    pilot = _pilot(*pcn, model, data, adaptation, warm, auto, 5, seeds, race, tmp_path, lambda line: None)
+    kept = pilot.result.num_draws
+    assert not pilot.note and kept == auto.pilot_draws
+    say = lambda line: None  # noqa: E731
+    full = _full_run(pilot, "pcn", model, data, adaptation, warm, 1.0, auto, 5, seeds, False, say, None, None)
+    assert full.num_draws == auto.draws and np.all(full.run.resumed_draws >= kept)
+    assert full.sources["pcn_step"] == "auto pilot"  # pCN's step, tuned in the pilot
+    config = make_config("pcn", {"chains": 2, "draws": 300})
+    never_stopped = run_sampler(config, model, data, adaptation, seed=5, seeds=seeds)
+    np.testing.assert_array_equal(full.run.positions, never_stopped.run.positions)
+    np.testing.assert_array_equal(pilot.result.run.positions, full.run.positions[:, :kept])
+    # Against a best no candidate can reach, a pilot stops once it has timed its draws, and says why.
+    race.best, race.leader = 1e12, "dc"
+    hopeless = AutoSettings(chains=2, draws=10**6, pilot_draws=10**5)
+    hmc = _pilot(METHODS["hmc"], {}, model, data, adaptation, warm, hopeless, 5, seeds, race, tmp_path,
+                 lambda line: None)  # fmt: skip
+    nuts = _nuts_pilot(METHODS["nuts"], model, "regression", adaptation, hopeless, race, 6, lambda line: None)
+    # A positive kernel's ESS per draw is at most 1, so the race holds it to less than HMC's.
+    race = Race(4000, 2.6, best=100.0, leader="dc")
+    assert race.lost(0.02, 0.0, "after 5 draws") == "" and METHODS["imh"].positive
+    assert race.lost(0.02, 0.0, "after 5 draws", positive=True).startswith("dropped after 5 draws: at 0.02")
+    assert hmc.partial is not None and _agreement([hmc, nuts]) is hmc  # its draws: the reference left
+    for dropped in (hmc, nuts):
+        row = dropped.row(hopeless.chains * hopeless.draws, "dc")
+        assert dropped.result is None and row["note"].startswith("dropped after"), row
+        assert "below dc's 1e+12" in row["note"] and np.isnan(row["projected_ess_per_s"])

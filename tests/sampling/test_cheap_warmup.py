@@ -92,10 +92,8 @@ def test_laplace_from_starts_that_end_at_different_modes_falls_back_to_the_nuts_
     # b has two equal modes (case 4); chains all started in one of them would sample it and agree
     folder, _ = files
     with pytest.warns(WarmupWarning, match="more than one mode"):
-        result = sample(
-            folder / "poor.stan", {"case_": 4, "K": 2}, "hmc", {"warmup": "laplace", "draws": 200, "chains": 2},
-            seed=3, progress=False,
-        )  # fmt: skip
+        settings = {"warmup": "laplace", "draws": 200, "chains": 2}
+        result = sample(folder / "poor.stan", {"case_": 4, "K": 2}, "hmc", settings, seed=3, progress=False)
     report = result.metrics()["warmup"]
     assert report["used"] == "nuts" and report["modes_found"] == 4 and report["mode_separation"] > 5
 

@@ -1,46 +1,67 @@
 """``method = "auto"``: short pilots of the exact candidates, each scored by the ESS per second its full
-run would give with everything charged; the best runs in full.
+run would give with everything charged; the best runs in full, continuing its pilot.
 
 "auto" is not a method of the table: it chooses one. The candidates and
 their roles come from the table (:attr:`~stanaccel.sampling.methods.MethodSpec.auto`):
 
-- "own-warmup" (Stan's NUTS): piloted after a short warm-up of its own
-  (:data:`NUTS_PILOT_WARMUP` iterations);
-- "warm": piloted after one cheap warm-up that they share (Laplace; Stan's
-  Pathfinder if Laplace's diagnostics fail; NUTS's warm-up if both do:
-  :mod:`~stanaccel.sampling.warmup`), which the chosen one's full run reuses;
-- "approximation": the same, over the automatic approximation of the
-  program: control variates about the mode (kind "control-variate", m =
-  :func:`control_variate_size`) where the observations are declared and
-  the program has ``beta``, else the Gaussian at the mode (kind "laplace");
+- "approximation" and "warm" (piloted first, in that order): after one cheap
+  warm-up that they share (Laplace; Stan's Pathfinder if Laplace's
+  diagnostics fail; NUTS's warm-up if both do: :mod:`~stanaccel.sampling.warmup`),
+  which the chosen one's full run reuses; "approximation" over the automatic
+  approximation of the program: control variates about the mode (kind
+  "control-variate", m = :func:`control_variate_size`) where the
+  observations are declared and the program has ``beta``, else the Gaussian
+  at the mode (kind "laplace");
+- "own-warmup" (Stan's NUTS, piloted last): from the shared warm-up's
+  metric and starts, :data:`NUTS_PILOT_STEP` iterations adapting only its
+  step size (after a probe of :data:`NUTS_PILOT_PROBE`), then draws;
 - "modes": tempering, piloted only when the other pilots' chains disagree
   about where the posterior's mass is (:func:`mode_gap` above
   :data:`MODE_GAP`); then the choice is among these.
 
-Each pilot runs :data:`PILOT_CHAINS` chains of ``pilot_draws`` draws, in
-parallel as the full run's chains run. Per chain-draw it gives an ESS (the
-worst parameter's bulk ESS over the pilot's chain-draws) and seconds (its
-slowest chain's seconds over the pilot's chain-draws: the time of a run
-without the fixed cost of starting one); for a full run of C chains x D
-draws the score is
+A kernel pilot is the start of its candidate's full run: the full run's
+chains, seeds and settings, stopped after ``pilot_draws`` draws with its
+chains checkpointed, so that the chosen one's full run continues them (the
+same kernel from the same starts: its draws are those of one run never
+stopped). The NUTS pilot runs :data:`PILOT_CHAINS` chains with as many
+chain-draws. Per chain-draw a pilot gives an ESS (the worst parameter's bulk
+ESS over the pilot's chain-draws) and seconds (its slowest chain's seconds
+per draw from its first draw on, over the chains: the time of a run without
+the fixed cost of starting one); for a full run of C chains x D draws the
+score is
 
     projected ESS/s = e x C x D / (W + S + t x C x D)
 
 with e the pilot's ESS per chain-draw, t its sampling seconds per chain-draw,
 W the warm-up the full run needs (the shared cheap warm-up's measured
 seconds; for NUTS its own 1000-iteration warm-up, projected from the pilot's
-seconds per warm-up iteration), and S the method's own set-up measured in its
-pilot (step tuning, the approximation's mode and Taylor coefficients). The
-pilots themselves are not in the score (they are spent whichever method is
-chosen) but are charged to the result ("auto pilots"). A pilot whose
-posterior means differ from the NUTS pilot's by more than a Bonferroni
-z limit (:data:`AGREEMENT_P`) is not chosen.
+seconds per step-size iteration), and S the method's own set-up measured in
+its pilot (step tuning, the approximation's mode and Taylor coefficients).
+
+The pilots race (:class:`Race`): ArviZ caps an ESS at n log10(n) for n
+draws, so no pilot of n chain-draws shows an e above log10(n); a positive
+kernel's (:attr:`~stanaccel.sampling.methods.MethodSpec.positive`) is at
+most 1 (:data:`POSITIVE_CAP` with the estimate's noise). A pilot whose
+seconds per draw, after :data:`RACE_DRAWS` draws and :data:`RACE_SECONDS`
+of each chain (NUTS: after its step-size iterations), cap its score below
+the best projection so far even at that e is stopped and its candidate
+dropped, the table saying so.
+
+The pilots themselves are not in the score (they are spent whichever method
+is chosen) but are charged to the result ("auto pilots"), less the chosen
+one's draws, which its full run keeps. A pilot whose posterior means differ
+from the reference pilot's (the NUTS pilot's; if NUTS was dropped, that of
+the full-density candidate of highest ESS; if those were dropped too, the
+draws of the one that drew most) by more than a Bonferroni z limit
+(:data:`AGREEMENT_P`) is not chosen.
 """
 
 from __future__ import annotations
 
+import tempfile
 import time
 from dataclasses import dataclass, fields
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -48,23 +69,48 @@ from scipy.stats import norm
 
 from stanaccel.diagnostics import reference_z_scores
 from stanaccel.errors import ConfigError
+from stanaccel.executors import SerialExecutor
 from stanaccel.observations import Observations
 from stanaccel.sampling.config import DEFAULT_NUTS_WARMUP, _check, keys, make_config, setting
 from stanaccel.sampling.methods import METHODS, MethodSpec
 from stanaccel.sampling.program import ProgramConventionError, check_program, has_beta
 from stanaccel.sampling.result import SampleResult, method_label
 from stanaccel.sampling.run import SEEDS, run_nuts, run_sampler
-from stanaccel.sampling.warmup import cheap_warm_up, nuts_warm_up, warmup_share
+from stanaccel.sampling.warmup import (
+    averaged_step,
+    cheap_warm_up,
+    checkpoint_part,
+    nuts_warm_up,
+)
 from stanaccel.seeds import spawn_seed, spawn_seeds
 from stanaccel.stan.errors import StanError
-from stanaccel.stan.nuts import NutsFit
+from stanaccel.stan.nuts import NutsFit, WarmupState, sample_nuts
 
 AUTO = "auto"
 """The name that asks for the choice (``--method auto``): not a method of the table."""
 
 PILOT_CHAINS = 2
-NUTS_PILOT_WARMUP = 200
-"""Warm-up iterations of the NUTS pilot (the full NUTS run warms up for 1000)."""
+"""Chains of the NUTS pilot (it draws as many chain-draws as a kernel pilot, in fewer, longer chains)."""
+
+NUTS_PILOT_STEP = 30
+"""Iterations of the NUTS pilot adapting only its step size, from the shared warm-up's metric and starts
+(and its step size, where it adapted one): the first phase of NUTS's own warm-up, shortened."""
+
+NUTS_PILOT_PROBE = 10
+"""Iterations of a first, shorter step-size adaptation, whose seconds alone may drop NUTS from the race."""
+
+POSITIVE_CAP = 1.5
+"""The largest ESS per draw the race allows a pilot of a positive kernel (:attr:`MethodSpec.positive
+<stanaccel.sampling.methods.MethodSpec.positive>`): 1, and room for the estimate's noise."""
+
+RACE_DRAWS = 3
+RACE_SECONDS = 0.3
+"""A kernel pilot's chain is timed over at least :data:`RACE_DRAWS` draws and this many seconds before its
+seconds per draw may drop its candidate: cheap chains run in bursts as they share the interpreter."""
+
+PILOT_ORDER = ("approximation", "warm", "own-warmup")
+"""The roles in the order their candidates are piloted: the cheap ones first, so that the race has a best
+projection to hold the dear ones to."""
 
 AGREEMENT_P = 1e-3
 """A pilot disagrees with the NUTS pilot when a posterior mean differs by more than the z of this
@@ -90,8 +136,9 @@ class AutoSettings:
     chains: int = setting(4, doc="chains of the full run", kind="int", low=1)
     draws: int = setting(1000, doc="draws per chain of the full run", kind="int", low=1)
     pilot_draws: int = setting(
-        200, doc=f"draws per chain of each pilot ({PILOT_CHAINS} chains)", kind="int", low=20
-    )
+        100, doc="draws per chain of each pilot (the full run's chains; the first draws of the chosen run)",
+        kind="int", low=20,
+    )  # fmt: skip
     observations: Observations | None = setting(
         doc="which data are per observation: dc is then piloted over control variates", kind="observations"
     )
@@ -140,8 +187,14 @@ def auto_settings(
 
 
 def control_variate_size(n: int) -> int:
-    """The subset size m of the control-variate approximation ``auto`` pilots: N/20, at most 500."""
-    return max(1, min(n // 20, 500))
+    """The subset size m of the control-variate approximation ``auto`` pilots: N/20, at most 100.
+
+    Taylor control variates about the mode leave log pi - log pi* an sd that
+    falls with N (0.012 at m = 500 on the 10-predictor logistic regression at
+    N = 10^4, so about 0.03 at m = 100): a larger m only makes each
+    evaluation dearer (at m = 500 the DC run took 25% longer for the same ESS).
+    """
+    return max(1, min(n // 20, 100))
 
 
 def automatic_approximation(auto: AutoSettings, program, data: dict[str, Any]) -> dict[str, Any]:
@@ -172,6 +225,10 @@ class Pilot:
     note: str = ""
     result: SampleResult | None = None
     settings: dict[str, Any] | None = None
+    checkpoint: Path | None = None
+    """Where a kernel pilot's chains are checkpointed: its full run continues them."""
+    partial: SampleResult | None = None
+    """The draws of a pilot dropped from the race: a reference for the agreement check if none finished."""
 
     def projected(self, chain_draws: int) -> float:
         """The ESS per second of a full run of ``chain_draws`` chain-draws, everything charged."""
@@ -191,17 +248,97 @@ class Pilot:
             "projected_ess_per_s": self.projected(chain_draws),
             "pilot_s": self.pilot_seconds,
             "pilot_rhat": self.rhat,
-            "z_vs_nuts": self.z_max,
+            "z_vs_reference": self.z_max,
             "chosen": self.method == chosen,
             "note": self.note,
         }
 
 
+@dataclass
+class Race:
+    """The best projection so far, and whether a candidate's seconds per draw still let it beat that.
+
+    ``chain_draws`` is the full run's C x D; ``cap`` the largest ESS per
+    chain-draw a pilot can show (ArviZ's log10 of its chain-draws).
+    """
+
+    chain_draws: int
+    cap: float
+    best: float = 0.0
+    leader: str = ""
+
+    def ceiling(self, seconds_per_draw: float, warmup_seconds: float, cap: float) -> float:
+        """The highest projected ESS/s of a candidate of these seconds per chain-draw and warm-up."""
+        return cap * self.chain_draws / (warmup_seconds + seconds_per_draw * self.chain_draws)
+
+    def lost(self, seconds_per_draw: float, warmup_seconds: float, after: str, positive: bool = False) -> str:
+        """Why the candidate is dropped, or "" while it can still beat the best.
+
+        ``positive``: its kernel is positive (ESS per draw at most 1), held to :data:`POSITIVE_CAP`.
+        """
+        cap = min(self.cap, POSITIVE_CAP) if positive else self.cap
+        ceiling = self.ceiling(seconds_per_draw, warmup_seconds, cap)
+        if not self.best or ceiling >= self.best:
+            return ""
+        most = "a positive kernel's ESS/draw, at most 1" if positive else "the most a pilot shows"
+        return (
+            f"dropped {after}: at {seconds_per_draw:.3g} s/draw it projects at most {ceiling:.3g} ESS/s "
+            f"(ESS/draw {cap:.2g}, {most}), below {self.leader}'s {self.best:.3g}"
+        )
+
+    def enter(self, pilot: Pilot) -> None:
+        """Make ``pilot``'s projection the best if it is higher."""
+        value = pilot.projected(self.chain_draws)
+        if pilot.result is not None and not pilot.note and np.isfinite(value) and value > self.best:
+            self.best, self.leader = value, pilot.method
+
+
+class _Stop:
+    """A kernel pilot's ``stop``: once every chain has ``draws``, or its candidate lost the race.
+
+    A chain that has its draws goes on until the slowest has them too (its
+    checkpoint keeps them all; the full run continues from there), so chains
+    started late are not cut short. Each chain is timed from its first draw.
+    """
+
+    def __init__(self, race: Race, draws: int, chains: int, warmup_seconds: float, positive: bool):
+        self.race, self.draws, self.chains, self.warmup_seconds = race, draws, chains, warmup_seconds
+        self.positive = positive
+        self.first: dict[int, tuple[float, int]] = {}
+        self.last: dict[int, tuple[float, int]] = {}
+        self.lost = ""
+
+    @property
+    def seconds_per_draw(self) -> float:
+        """The slowest chain's seconds per draw, per chain (the chains in parallel): t of the score."""
+        rates = [
+            (self.last[c][0] - began) / (self.last[c][1] - before)
+            for c, (began, before) in self.first.items()
+            if self.last[c][1] > before
+        ]
+        return max(rates) / self.chains if rates else float("nan")
+
+    def __call__(self, chain: int, done: int) -> bool:
+        now = time.perf_counter()
+        began, before = self.first.setdefault(chain, (now, done))
+        self.last[chain] = (now, done)
+        if len(self.last) == self.chains and min(d for _, d in self.last.values()) >= self.draws:
+            return True
+        if done - before < RACE_DRAWS or now - began < RACE_SECONDS:
+            return False
+        self.lost = self.race.lost(
+            self.seconds_per_draw, self.warmup_seconds, f"after {done} draws", self.positive
+        )
+        return bool(self.lost)
+
+
 FORMULA = (
     "projected ESS/s = e x C x D / (W + S + t x C x D): e, t the pilot's worst bulk ESS and sampling "
     "seconds per chain-draw, C x D the full run's chains x draws, W its warm-up (the shared cheap one; "
-    "NUTS: 1000 iterations at the pilot's seconds per warm-up iteration), S its own set-up (tuning, "
-    "approximation)"
+    f"NUTS: {DEFAULT_NUTS_WARMUP} iterations at the pilot's seconds per step-size iteration), S its own "
+    "set-up (tuning, approximation). A pilot is dropped once its seconds per draw cap this below the "
+    f"best so far even at the largest e a pilot shows (log10 of its chain-draws; {POSITIVE_CAP:g} for a "
+    "positive kernel)"
 )
 
 
@@ -215,39 +352,53 @@ def sample_auto(
     ``model`` its compiled instance on ``data``. The result is the chosen
     method's, charged the shared warm-up and the pilots ("auto pilots"); its
     ``reports["auto"]`` holds the pilot table and the reason for the choice.
+    A chosen kernel method's run continues its pilot's chains (checkpointed
+    under ``checkpoint``, else in a temporary folder) unless its chains run
+    on another ``executor``.
     """
+    with tempfile.TemporaryDirectory(prefix="stanaccel-auto-") as folder:
+        pilots_folder = checkpoint_part(checkpoint, "auto pilots") or Path(folder)
+        return _sample_auto(program, model, data, auto, seed, progress, say, checkpoint, executor,
+                            pilots_folder)  # fmt: skip
+
+
+def _sample_auto(
+    program, model, data, auto, seed, progress, say, checkpoint, executor, folder
+) -> SampleResult:
     start = time.perf_counter()
     seeds = spawn_seeds(seed, SEEDS)
     chain_draws = auto.chains * auto.draws
-    name = program.name
     candidates, skipped = _candidates(auto, program, data)
-    pilots: list[Pilot] = []
-    for index, (spec, settings) in enumerate(candidates):
-        if spec.auto == "own-warmup":
-            pilots.append(_nuts_pilot(spec, settings, model, name, auto, spawn_seed(seed, 1, index), say))
+    candidates.sort(key=lambda candidate: _order(candidate[0]))
     shared = [(spec, s) for spec, s in candidates if spec.auto in ("warm", "approximation", "modes")]
     adaptation, warm_seconds, warm_report = None, 0.0, {}
     if shared:
         adaptation, warm_seconds, warm_report = _shared_warm_up(model, shared, auto, seeds, progress, say)
+    race = Race(chain_draws, float(np.log10(auto.chains * auto.pilot_draws)))
+    pilots: list[Pilot] = []
     for index, (spec, settings) in enumerate(candidates):
-        if spec.auto in ("warm", "approximation"):
-            pilot_seed = spawn_seed(seed, 2, index)
-            pilots.append(
-                _pilot(spec, settings, model, data, adaptation, warm_seconds, auto, pilot_seed, say)
-            )
-    _agreement(pilots)
+        if spec.auto == "own-warmup" and adaptation is not None:
+            pilots.append(_nuts_pilot(spec, model, program.name, adaptation, auto, race,
+                                      spawn_seed(seed, 1, index), say))  # fmt: skip
+        elif spec.auto in ("warm", "approximation"):
+            pilots.append(_pilot(spec, settings, model, data, adaptation, warm_seconds, auto, seed, seeds,
+                                 race, folder, say))  # fmt: skip
+        else:
+            continue
+        race.enter(pilots[-1])
+    reference = _agreement(pilots)
     gap = mode_gap([chain for p in pilots if p.result is not None for chain in _unconstrained(p.result)])
     modes = {"gap": gap, "limit": MODE_GAP, "disagree": bool(gap > MODE_GAP)}
     tempering = [(spec, s) for spec, s in candidates if spec.auto == "modes"]
     if modes["disagree"]:
         say(f"auto: the pilots' chains disagree about the modes (chain means {gap:.1f} within-chain sds "
             f"apart, above {MODE_GAP:g}): piloting tempering too")  # fmt: skip
-        for index, (spec, settings) in enumerate(tempering):
-            pilot_seed = spawn_seed(seed, 3, index)
-            pilots.append(
-                _pilot(spec, settings, model, data, adaptation, warm_seconds, auto, pilot_seed, say)
-            )
-        _agreement(pilots)
+        race = Race(chain_draws, race.cap)  # tempering races only against tempering
+        for spec, settings in tempering:
+            pilots.append(_pilot(spec, settings, model, data, adaptation, warm_seconds, auto, seed, seeds,
+                                 race, folder, say))  # fmt: skip
+            race.enter(pilots[-1])
+        reference = _agreement(pilots)
     eligible = [
         p for p in pilots if p.result is not None and not p.note and np.isfinite(p.projected(chain_draws))
     ]
@@ -261,7 +412,8 @@ def sample_auto(
             "which may miss a mode"
         )
     else:
-        why = "the highest projected ESS/s with warm-up and set-up charged, among pilots agreeing with NUTS's"
+        agreeing = f", among pilots agreeing with {reference.method}'s" if reference is not None else ""
+        why = f"the highest projected ESS/s with warm-up and set-up charged{agreeing}"
     best = max(eligible, key=lambda p: p.projected(chain_draws), default=None)
     pilot_seconds = time.perf_counter() - start
     others = ", ".join(
@@ -277,24 +429,32 @@ def sample_auto(
     rows = [p.row(chain_draws, best_method) for p in pilots]
     for row in rows:
         say("auto pilot: " + _shown(row))
-    say(line + f"; the pilots' {pilot_seconds:.1f} s are charged")
+    say(line + f"; {pilot_seconds:.1f} s so far (the shared warm-up, set-ups, pilots) are charged, less the "
+        "chosen pilot's draws, which its full run keeps")  # fmt: skip
     result = _full_run(best, best_method, model, data, adaptation, warm_seconds, pilot_seconds, auto, seed,
                        seeds, progress, say, checkpoint, executor)  # fmt: skip
+    resumed = getattr(result.run, "resumed_draws", None)
     result.reports["auto"] = {
         "chosen": best_method,
         "reason": line,
         "formula": FORMULA,
         "chains": auto.chains,
         "draws": auto.draws,
-        "pilot_chains": PILOT_CHAINS,
         "pilot_draws": auto.pilot_draws,
+        "nuts_pilot_chains": PILOT_CHAINS,
         "pilot_seconds": pilot_seconds,
+        "continued_draws": [] if resumed is None else [int(d) for d in resumed],
+        "reference": None if reference is None else reference.method,
         "warmup": warm_report,
         "modes": modes,
         "skipped": skipped,
         "pilots": rows,
     }
     return result
+
+
+def _order(spec: MethodSpec) -> int:
+    return PILOT_ORDER.index(spec.auto) if spec.auto in PILOT_ORDER else len(PILOT_ORDER)
 
 
 def _shown(row: dict[str, Any]) -> str:
@@ -330,30 +490,64 @@ def _candidates(auto: AutoSettings, program, data) -> tuple[list[tuple[MethodSpe
     return out, skipped
 
 
-def _nuts_pilot(spec, settings, model, name, auto, seed, say) -> Pilot:
-    """Stan's NUTS, 2 chains x (200 warm-up + pilot_draws): its warm-up projected to 1000 iterations."""
-    config = make_config(
-        spec.name,
-        {**settings, "chains": PILOT_CHAINS, "warmup": NUTS_PILOT_WARMUP, "draws": auto.pilot_draws},
-    )
-    pilot = Pilot(spec.name, spec.auto, spec.label, warmup=f"nuts {NUTS_PILOT_WARMUP}")
-    say(
-        f"auto: pilot of {spec.label}, {PILOT_CHAINS} chains x ({NUTS_PILOT_WARMUP} warm-up + "
-        f"{auto.pilot_draws})"
-    )
-    result = run_nuts(config, model, name, seed, spawn_seeds(seed, SEEDS))
-    fit = result.run
-    share = warmup_share(fit)
-    chain = float(np.max(fit.chain_seconds))  # the chains in parallel, without starting the run
-    per_warmup = chain * share / (PILOT_CHAINS * NUTS_PILOT_WARMUP)
-    pilot.warmup_seconds = per_warmup * auto.chains * DEFAULT_NUTS_WARMUP
+def _nuts_pilot(spec, model, name, adaptation, auto, race, seed, say) -> Pilot:
+    """Stan's NUTS from the shared warm-up: a short step-size adaptation, then draws unless it lost the race.
+
+    Its warm-up is projected to a full NUTS run's (:data:`DEFAULT_NUTS_WARMUP`
+    iterations of each chain) at its seconds per step-size iteration. A
+    probe of :data:`NUTS_PILOT_PROBE` iterations first drops a NUTS that
+    cannot win for their cost alone.
+    """
+    start = time.perf_counter()
+    draws = -(-auto.chains * auto.pilot_draws // PILOT_CHAINS)
+    pilot = Pilot(spec.name, spec.auto, spec.label, warmup=f"nuts {DEFAULT_NUTS_WARMUP} (projected)")
+    say(f"auto: pilot of {spec.label} from the shared warm-up's metric and starts, {PILOT_CHAINS} chains x "
+        f"({NUTS_PILOT_STEP} iterations adapting the step size + {draws})")  # fmt: skip
+    metric = np.asarray(adaptation.inv_metric)
+    kind = "diag" if metric.ndim == 1 else "dense"
+    initial = adaptation.step_size or 1.0
     pilot.setup_seconds = 0.0
-    return _measured(pilot, result, chain * (1 - share), fit.wall_seconds)
+    for iterations in (NUTS_PILOT_PROBE, NUTS_PILOT_STEP):
+        fit = sample_nuts(
+            model,
+            chains=PILOT_CHAINS,
+            warmup=iterations,
+            draws=0,
+            inits=adaptation.starts[np.arange(PILOT_CHAINS) % len(adaptation.starts)],
+            inv_metric=metric,
+            metric=kind,
+            step_size=initial,
+            init_buffer=iterations,
+            term_buffer=0,
+            window=0,
+            seed=seed,
+            progress=False,
+        )
+        if fit.interrupted:
+            raise KeyboardInterrupt
+        # Seconds per chain-iteration, the chains in parallel: all iterations for the warm-up; for a draw,
+        # the leapfrog steps of the last half, once the step size has settled.
+        chain = float(np.max(fit.chain_seconds))
+        leapfrogs = np.asarray(fit.warmup_sample_stats["n_steps"], dtype=float)
+        per_leapfrog = chain / PILOT_CHAINS / leapfrogs.sum(axis=1).max()
+        per_draw = per_leapfrog * leapfrogs[:, iterations // 2 :].mean()
+        pilot.warmup_seconds = chain / (PILOT_CHAINS * iterations) * auto.chains * DEFAULT_NUTS_WARMUP
+        pilot.note = race.lost(per_draw, pilot.warmup_seconds, f"after {iterations} step-size iterations")
+        if pilot.note:
+            pilot.seconds_per_draw, pilot.pilot_seconds = per_draw, time.perf_counter() - start
+            say(f"auto: {spec.label} {pilot.note}")
+            return pilot
+    steps = np.array([averaged_step(a, initial) for a in fit.warmup_sample_stats["acceptance_rate"]])
+    metrics = np.repeat(metric[None], PILOT_CHAINS, axis=0)
+    state = WarmupState(steps, metrics, kind, fit.last_unconstrained())
+    config = make_config(spec.name, {"draws": draws})
+    result = run_nuts(config, model, name, seed, spawn_seeds(seed, SEEDS), warmup_from=state)
+    return _measured(pilot, result, float(np.max(result.run.chain_seconds)), time.perf_counter() - start)
 
 
 def _measured(pilot: Pilot, result: SampleResult, sampling: float, total: float) -> Pilot:
     metrics = result.metrics()
-    chain_draws = PILOT_CHAINS * result.num_draws
+    chain_draws = _unconstrained(result).shape[0] * result.num_draws
     pilot.result = result
     pilot.ess_per_draw = float(metrics["ess_bulk_min"]) / chain_draws
     pilot.seconds_per_draw = sampling / chain_draws
@@ -381,18 +575,26 @@ def _shared_warm_up(model, shared, auto, seeds, progress, say):
     return adaptation, sum(charged.values()), {**report, "used": "nuts", "tried": list(charged)}
 
 
-def _pilot(spec, settings, model, data, adaptation, warm_seconds, auto, seed, say) -> Pilot:
-    """A candidate's pilot after the shared warm-up; its own set-up (tuning, approximation) measured."""
-    config = make_config(spec.name, {**settings, "chains": PILOT_CHAINS, "draws": auto.pilot_draws})
-    pilot = Pilot(spec.name, spec.auto, method_label(config), warmup=adaptation.warmup, settings=settings)
+def _pilot(spec, settings, model, data, adaptation, warm_seconds, auto, seed, seeds, race, folder,
+           say) -> Pilot:  # fmt: skip
+    """A candidate's pilot after the shared warm-up: the start of its full run, unless it loses the race.
+
+    Its own set-up (tuning, approximation) is measured; its chains are
+    checkpointed in ``folder`` / its name for the full run to continue.
+    """
+    config = make_config(spec.name, {**settings, "chains": auto.chains, "draws": auto.draws})
+    pilot = Pilot(spec.name, spec.auto, method_label(config), warmup=adaptation.warmup, settings=settings,
+                  checkpoint=Path(folder) / spec.name)  # fmt: skip
     pilot.warmup_seconds = warm_seconds
     say(
-        f"auto: pilot of {pilot.label}, {PILOT_CHAINS} chains x {auto.pilot_draws} draws after the "
-        "shared warm-up"
+        f"auto: pilot of {pilot.label}, {auto.chains} chains x {auto.pilot_draws} draws after the shared "
+        "warm-up (the first draws of its full run)"
     )
     start = time.perf_counter()
+    stop = _Stop(race, auto.pilot_draws, auto.chains, warm_seconds, spec.positive)
     try:
-        result = run_sampler(config, model, data, adaptation, seed=seed, charged={}, say=None)
+        result = run_sampler(config, model, data, adaptation, seed=seed, seeds=seeds, charged={},
+                             describe=False, checkpoint=pilot.checkpoint, stop=stop)  # fmt: skip
     except (ConfigError, ProgramConventionError, StanError, ValueError) as error:
         pilot.note = f"failed: {str(error).splitlines()[0]}"
         pilot.pilot_seconds = time.perf_counter() - start
@@ -400,22 +602,44 @@ def _pilot(spec, settings, model, data, adaptation, warm_seconds, auto, seed, sa
         return pilot
     pilot.setup_seconds = sum(result.charged_seconds.values())
     pilot.label = method_label(result.config)
-    chain = float(np.max(result.run.chain_seconds))
-    return _measured(pilot, result, chain, time.perf_counter() - start)
+    if stop.lost:
+        pilot.note, pilot.seconds_per_draw, pilot.partial = stop.lost, stop.seconds_per_draw, result
+        pilot.pilot_seconds = time.perf_counter() - start
+        say(f"auto: {pilot.label} {pilot.note}")
+        return pilot
+    chain = float(np.max(result.run.chain_seconds))  # a chain resumed past its pilot draws calls no stop
+    _measured(pilot, result, chain, time.perf_counter() - start)
+    if np.isfinite(stop.seconds_per_draw):
+        pilot.seconds_per_draw = stop.seconds_per_draw
+    return pilot
 
 
-def _agreement(pilots: list[Pilot]) -> None:
-    """Mark each pilot whose posterior means differ from the NUTS pilot's beyond a Bonferroni z limit."""
-    reference = next((p for p in pilots if p.role == "own-warmup" and p.result is not None), None)
+def _agreement(pilots: list[Pilot]) -> Pilot | None:
+    """Mark each pilot whose posterior means differ from the reference pilot's beyond a Bonferroni z limit.
+
+    The reference is the NUTS pilot; where NUTS was dropped, the finished
+    pilot on the full density ("warm") of the highest ESS per draw; where
+    those were dropped too, the one of them with the most draws before it
+    was. Returns it (None: no check).
+    """
+    drawn = [p for p in pilots if p.result is not None]
+    full = [p for p in pilots if p.role == "warm" and (p.partial or p.result) is not None]
+    reference = (
+        next((p for p in drawn if p.role == "own-warmup"), None)
+        or max((p for p in full if p.result is not None), key=lambda p: p.ess_per_draw, default=None)
+        or max(full, key=lambda p: p.partial.run.positions.size, default=None)
+    )
     if reference is None:
-        return
-    others = [p for p in pilots if p is not reference and p.result is not None]
+        return None
+    mine = (reference.result or reference.partial).to_inference_data()
+    others = [p for p in drawn if p is not reference]
     for pilot in others:
-        z = reference_z_scores(pilot.result.to_inference_data(), reference.result.to_inference_data())[0]
+        z = reference_z_scores(pilot.result.to_inference_data(), mine)[0]
         limit = norm.ppf(1 - AGREEMENT_P / (2 * max(z.size, 1) * max(len(others), 1)))
         pilot.z_max = float(np.nanmax(np.abs(z))) if np.isfinite(z).any() else None
         if pilot.z_max is not None and pilot.z_max > limit and not pilot.note:
-            pilot.note = f"disagrees with the NUTS pilot (|z| {pilot.z_max:.1f} > {limit:.1f})"
+            pilot.note = f"disagrees with the {reference.method} pilot (|z| {pilot.z_max:.1f} > {limit:.1f})"
+    return reference
 
 
 def mode_gap(chains: list[np.ndarray]) -> float:
@@ -441,7 +665,7 @@ def _unconstrained(result: SampleResult) -> np.ndarray:
 
 def _full_run(best, method, model, data, adaptation, warm_seconds, pilot_seconds, auto, seed, seeds, progress,
               say, checkpoint, executor) -> SampleResult:  # fmt: skip
-    """The chosen method at full length, reusing the shared warm-up and the pilot's tuned step."""
+    """The chosen method at full length: a kernel method continues its pilot's chains, with its tuned step."""
     spec = METHODS[method]
     size = {"chains": auto.chains, "draws": auto.draws}
     if spec.auto == "own-warmup":
@@ -460,9 +684,14 @@ def _full_run(best, method, model, data, adaptation, warm_seconds, pilot_seconds
         reused[step.key] = getattr(tuned, step.key)  # tuned in the pilot: not paid twice
     config = make_config(method, {**settings, **reused})
     own = best.setup_seconds - best.result.charged_seconds.get("tuning", 0.0)
-    charged = {"warmup": warm_seconds, "auto pilots": max(pilot_seconds - warm_seconds - own, 0.0)}
+    local = executor is None or isinstance(executor, SerialExecutor)
+    kept = best.result.run.wall_seconds if local else 0.0  # the pilot's draws, in the full run's time
+    charged = {"warmup": warm_seconds, "auto pilots": max(pilot_seconds - warm_seconds - own - kept, 0.0)}
+    if local:
+        say(f"{method}: its full run continues the {auto.chains} chains of its pilot")
     result = run_sampler(config, model, data, adaptation, seed=seed, seeds=seeds, charged=charged, say=say,
-                         progress=progress, checkpoint=checkpoint, executor=executor)  # fmt: skip
+                         progress=progress, checkpoint=best.checkpoint if local else checkpoint,
+                         executor=executor)  # fmt: skip
     result.sources.update({key: "auto pilot" for key in reused})
     result.adaptation = adaptation.warmup_state
     if adaptation.report:

@@ -137,7 +137,8 @@ class MethodSpec:
         The study workflows that offer it (``pde``, ``approximation``, ``tempering``, ``latent``).
     auto : str, optional
         Its role as a candidate of ``--method auto`` (:mod:`stanaccel.sampling.auto`):
-        "own-warmup", piloted after a short warm-up of its own (Stan's NUTS); "warm", piloted
+        "own-warmup", piloted from the shared warm-up with a short step-size adaptation (Stan's NUTS, whose
+        full run warms up on its own); "warm", piloted
         after the cheap warm-up the candidates share; "approximation", the same
         over the automatic approximation of the program (control variates where
         the observations are declared and the program has ``beta``, else
@@ -145,6 +146,11 @@ class MethodSpec:
         posterior's modes. None: ``auto`` never tries it.
     auto_settings : tuple of (key, value)
         Settings ``auto`` gives it (its pilot's and its full run's).
+    positive : bool
+        Its kernel is a positive operator (Metropolis with proposals
+        independent of the current point or positively correlated with it:
+        random walk, pCN, independence), so it is never antithetic: its ESS
+        per draw is at most 1, to which ``auto``'s race holds its pilot.
     """
 
     config: type[SamplerConfig]
@@ -164,6 +170,7 @@ class MethodSpec:
     studies: tuple[str, ...] = ()
     auto: str | None = None
     auto_settings: tuple[tuple[str, Any], ...] = ()
+    positive: bool = False
 
     @property
     def name(self) -> str:
@@ -467,6 +474,7 @@ METHODS: dict[str, MethodSpec] = {
             cheap_warmup=True,
             default_warmup="laplace",
             studies=("approximation", "tempering"),
+            positive=True,
         ),
         MethodSpec(
             HMCConfig,
@@ -502,6 +510,7 @@ METHODS: dict[str, MethodSpec] = {
             default_warmup="laplace",
             studies=("pde",),
             auto="warm",
+            positive=True,
         ),
         MethodSpec(
             IMHConfig,
@@ -512,6 +521,7 @@ METHODS: dict[str, MethodSpec] = {
             cheap_warmup=True,
             default_warmup="laplace",
             auto="warm",
+            positive=True,
         ),
         MethodSpec(
             HPCNConfig,

@@ -66,6 +66,7 @@ def run_sampler(
     checkpoint: str | Path | None = None,
     executor: Executor | None = None,
     record_log_density: bool = False,
+    stop: Callable[[int, int], bool] | None = None,
 ) -> SampleResult:
     """Run one sampler from a warm-up's adaptation: what ``sample`` does after the warm-up.
 
@@ -102,6 +103,10 @@ def run_sampler(
     record_log_density : bool
         Keep each draw's log density in ``run.recorded`` (chains, draws): the
         chain statistic of the autocorrelation objective (:mod:`stanaccel.sampling.tune`).
+    stop : callable (chain, draws kept) -> bool, optional
+        Stops the chains early (``run_chains``' ``stop``; chains run here
+        only): with ``checkpoint``, a later run of the same settings continues
+        them (``method = "auto"`` runs its pilots so).
     """
     say = say or (lambda line: None)
     seeds = seeds or spawn_seeds(seed, SEEDS)
@@ -154,6 +159,7 @@ def run_sampler(
             progress=progress,
             checkpoint=checkpoint_part(checkpoint, "chains"),
             record=_log_density if record_log_density else None,
+            stop=stop,
         )
         densities = factory.densities
     else:
