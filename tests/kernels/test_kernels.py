@@ -167,13 +167,13 @@ def test_a_defect_in_the_density_stops_the_run_with_its_error():
 
 def test_interrupted_run_keeps_its_draws(sigint_handled):
     import _thread
+    import threading
 
     density = mvn_density(DATA)
-    plain, sent = density._log_density, []
+    plain, once = density._log_density, threading.Lock()
 
     def interrupting(x):  # Ctrl-C once the chains are sampling, however loaded the machine
-        if density.n_log_density >= 2000 and not sent:
-            sent.append(True)
+        if density.n_log_density >= 2000 and once.acquire(blocking=False):
             _thread.interrupt_main()
         return plain(x)
 
