@@ -73,3 +73,35 @@ def test_sweeps_expand_and_unknown_methods_are_refused():
     }
     with pytest.raises(ValueError, match="unknown sampler method"):
         expand([{"method": "nuts-ish"}])
+
+
+CHEAP = (
+    STUDY.split("[[steps.samplers]]")[0].replace(
+        "tune_draws = 100\n", 'tune_draws = 100\nwarmup = "laplace"\n'
+    )
+    + """
+[[steps.samplers]]
+method = "mh"
+
+[[steps.samplers]]
+method = "dc"
+approx = { kind = "fitc", m = 10 }
+jump = 4
+sweep = { warmup = ["nuts", "laplace"] }
+"""
+)
+
+
+def test_a_study_step_tunes_its_samplers_by_the_laplace_warm_up(tmp_path, gp_program, capsys):
+    path = tmp_path / "study.toml"
+    path.write_text(CHEAP)
+    rows = run_workflow(path, output=tmp_path / "out", progress=False).results["gp"]["rows"]
+    out = capsys.readouterr().out
+    nuts, mh, dc_nuts, dc_laplace = rows
+    assert [r["warmup"] for r in rows] == ["nuts", "laplace", "nuts", "laplace"]
+    assert mh["warmup_report"]["used"] == "laplace" and mh["warmup_report"]["pareto_k"] <= 0.7
+    assert "laplace warm-up" in mh["settings"] and "warm-up" not in dc_nuts["settings"]
+    # One Laplace fit (on the tuning approximation) and one NUTS pilot, each charged to its samplers.
+    assert out.count("Laplace approximation of") == 1 and out.count("tuning: Stan NUTS") == 1
+    assert mh["warmup_seconds"] > 0 and dc_laplace["warmup_seconds"] > 0
+    assert all(r["seconds"] == pytest.approx(r["warmup_seconds"] + r["sampling_seconds"]) for r in rows)

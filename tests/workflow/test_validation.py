@@ -81,6 +81,22 @@ BAD = {
         HEAD + APPROXIMATION + 'sweep = { jump = [2, "four"] }\n',
         [STEP, "samplers[0].sweep.jump[1] = 'four': expected an integer"],
     ),
+    "misspelt study warm-up": (
+        HEAD + APPROXIMATION.replace("[[steps.samplers]]", 'warmup = "lapalce"\n[[steps.samplers]]'),
+        [
+            STEP + "(action approximation_study): warmup = 'lapalce': expected one of 'nuts', 'pathfinder', "
+            "'laplace'",
+            "did you mean 'laplace'?",
+        ],
+    ),
+    "study warm-up given as iterations": (
+        HEAD + APPROXIMATION + "sweep = { warmup = [300] }\n",
+        [
+            STEP,
+            "samplers[0].sweep.warmup[0] = 300: expected one of",
+            "the NUTS pilot's iterations are tune_warmup",
+        ],
+    ),
     "unknown key in a latent sampler": (
         HEAD + LATENT + "n_step = 4\n",
         [STEP + "(action latent_study): samplers[0]: unknown key 'n_step'", "did you mean 'latent_n_steps'?"],

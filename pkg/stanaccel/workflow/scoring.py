@@ -4,7 +4,8 @@ A study runs Stan's NUTS as its baseline, then samplers through
 :func:`stanaccel.sampling.run.run_sampler`, and scores each the same way:
 
 - ``seconds``: the time with the warm-up, pilot, training and tuning charged
-  (``charged_seconds`` of those); ``ess_per_second`` divides the smallest
+  (``charged_seconds`` of those), ``sampling_seconds`` the sampling's
+  alone (Stan NUTS's: less its warm-up's share); ``ess_per_second`` divides the smallest
   bulk ESS by it, ``ess_per_second_sampling`` by the sampling time alone;
 - ``vs_nuts``, ``vs_nuts_sampling``: those divided by Stan NUTS's (whose
   own sampling time leaves out its warm-up's share, estimated by the
@@ -52,6 +53,7 @@ def _row(
         "exact": bool(exact),
         "settings": settings,
         "seconds": seconds,
+        "sampling_seconds": sampling_seconds,
         "ess_bulk_min": ess,
         "ess_per_second": metrics["ess_per_second"],
         "ess_per_second_sampling": metrics["ess_per_second_sampling"],

@@ -9,17 +9,27 @@ trained on), each with its own seed. :func:`nuts_runs` runs them in that
 order; :func:`adapted_step` is the rule by which a NUTS run's adaptation
 becomes the samplers' step size and metric, and :func:`pilot_tuning` makes
 the samplers' :class:`~stanaccel.sampling.warmup.Adaptation` from a pilot.
+
+A study whose samplers take a cheap warm-up (their ``warmup`` setting
+``"pathfinder"`` or ``"laplace"``, a :class:`StudyWarmup` in its schema) has
+:func:`study_tuning` run one in place of the pilot: one per warm-up the
+samplers ask for, shared by them and charged to each, as the pilot is.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import difflib
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
 
-from stanaccel.sampling.warmup import Adaptation
+from stanaccel.sampling.config import WARMUPS
+from stanaccel.sampling.methods import method_spec
+from stanaccel.sampling.warmup import Adaptation, cheap_warm_up
 from stanaccel.stan.nuts import NutsFit, sample_nuts
+from stanaccel.workflow.sample import Setting
 
 
 @dataclass(frozen=True)
@@ -106,3 +116,62 @@ def pilot_tuning(fit: NutsFit, draws: np.ndarray, inv_metric: np.ndarray | None 
     step_size, adapted_metric = adapted_step(fit)
     metric = adapted_metric if inv_metric is None else inv_metric
     return Adaptation(step_size, metric, fit.draws_unconstrained[:, -1], draws, fit.wall_seconds)
+
+
+class StudyWarmup:
+    """A study's ``warmup`` key (of the step, a sampler or a sweep): the warm-up that tunes its samplers.
+
+    One of :data:`~stanaccel.sampling.config.WARMUPS`: ``"nuts"`` (the
+    study's NUTS pilot) or a cheap warm-up, which each of ``methods`` must
+    accept (their configuration checks it, as ``stanaccel sample`` does). A
+    number is refused: the pilot's length is the study's own key.
+    """
+
+    def __init__(self, methods, length_key: str = "tune_warmup"):
+        self.methods = tuple(methods)
+        self.length_key = length_key
+
+    def check(self, value: Any, key: str, where) -> None:
+        if not isinstance(value, str) or value not in WARMUPS:
+            close = difflib.get_close_matches(str(value), WARMUPS, n=1)
+            raise where.error(
+                f"{key} = {value!r}: expected one of {', '.join(map(repr, WARMUPS))}, the warm-up that tunes "
+                f"the samplers (the NUTS pilot's iterations are {self.length_key})"
+                + (f"; did you mean {close[0]!r}?" if close else "")
+            )
+        for method in self.methods:
+            Setting(method).check(value, key, where)
+
+
+def tuning_key(config) -> tuple[str, bool]:
+    """Which samplers can share one warm-up: the same kind, and whether it adapts an HMC step for them.
+
+    A cheap warm-up adapts a step size for a sampler that moves with one and
+    does not set it (:func:`~stanaccel.sampling.warmup.cheap_warm_up`).
+    """
+    step = method_spec(config.method).uses_step_size(config) and "step_size" not in config.user_keys()
+    return config.warmup_kind, config.cheap_warmup and step
+
+
+def study_tuning(
+    model, config, seed: int, pilot: Callable[[], Adaptation], say=print, progress: bool = False
+) -> tuple[Adaptation, dict[str, float]]:
+    """The samplers' tuning for ``config``'s warm-up, and the seconds to charge each sampler for it.
+
+    ``"nuts"``: the study's NUTS pilot (``pilot()``, which runs it once).
+    A cheap warm-up: a Gaussian fitted to ``model`` (the density the pilot
+    runs on) by :func:`~stanaccel.sampling.warmup.cheap_warm_up`, its metric
+    the covariance of its draws (the pilot's rule); when its diagnostics
+    reject the Gaussian, the pilot's tuning, charged both (the
+    :class:`~stanaccel.sampling.warmup.WarmupWarning` says so). The
+    adaptation's ``warmup`` and ``report`` say which warm-up was used.
+    """
+    if not config.cheap_warmup:
+        tuning = pilot()
+        return tuning, {"warmup": tuning.seconds}
+    charged: dict[str, float] = {}
+    adaptation, report = cheap_warm_up(model, config, {"warmup": seed}, progress, say, charged)
+    if adaptation is None:
+        tuning = pilot()
+        return replace(tuning, report=report), {**charged, "warmup": tuning.seconds}
+    return replace(adaptation, inv_metric=np.cov(adaptation.draws, rowvar=False)), charged
