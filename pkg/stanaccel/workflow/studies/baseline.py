@@ -146,10 +146,10 @@ class StudyWarmup:
 def tuning_key(config) -> tuple[str, bool]:
     """Which samplers can share one warm-up: the same kind, and whether it adapts an HMC step for them.
 
-    A cheap warm-up adapts a step size for a sampler that moves with one and
-    does not set it (:func:`~stanaccel.sampling.warmup.cheap_warm_up`).
+    A cheap warm-up adapts a step size for a sampler that moves with one on
+    the posterior and does not set it (:func:`~stanaccel.sampling.warmup.cheap_warm_up`).
     """
-    step = method_spec(config.method).uses_step_size(config) and "step_size" not in config.user_keys()
+    step = method_spec(config.method).warmup_adapts_step(config) and "step_size" not in config.user_keys()
     return config.warmup_kind, config.cheap_warmup and step
 
 
