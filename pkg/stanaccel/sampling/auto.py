@@ -106,7 +106,9 @@ POSITIVE_CAP = 1.5
 RACE_DRAWS = 3
 RACE_SECONDS = 0.3
 """A kernel pilot's chain is timed over at least :data:`RACE_DRAWS` draws and this many seconds before its
-seconds per draw may drop its candidate: cheap chains run in bursts as they share the interpreter."""
+seconds per draw may drop its candidate: cheap chains run in bursts as they share the interpreter. NUTS's
+probe drops it only when it took this long (on a cheap posterior its 10 iterations take a millisecond,
+which a loaded machine's pause can multiply); its step-size iterations may drop it in any case."""
 
 PILOT_ORDER = ("approximation", "warm", "own-warmup")
 """The roles in the order their candidates are piloted: the cheap ones first, so that the race has a best
@@ -532,6 +534,10 @@ def _nuts_pilot(spec, model, name, adaptation, auto, race, seed, say) -> Pilot:
         per_leapfrog = chain / PILOT_CHAINS / leapfrogs.sum(axis=1).max()
         per_draw = per_leapfrog * leapfrogs[:, iterations // 2 :].mean()
         pilot.warmup_seconds = chain / (PILOT_CHAINS * iterations) * auto.chains * DEFAULT_NUTS_WARMUP
+        if (
+            iterations == NUTS_PILOT_PROBE and chain < RACE_SECONDS
+        ):  # too short to time: a pause is most of it
+            continue
         pilot.note = race.lost(per_draw, pilot.warmup_seconds, f"after {iterations} step-size iterations")
         if pilot.note:
             pilot.seconds_per_draw, pilot.pilot_seconds = per_draw, time.perf_counter() - start
