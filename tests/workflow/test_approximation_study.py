@@ -75,20 +75,13 @@ def test_sweeps_expand_and_unknown_methods_are_refused():
         expand([{"method": "nuts-ish"}])
 
 
-CHEAP = (
-    STUDY.split("[[steps.samplers]]")[0].replace(
-        "tune_draws = 100\n", 'tune_draws = 100\nwarmup = "laplace"\n'
-    )
-    + """
-[[steps.samplers]]
-method = "mh"
-
-[[steps.samplers]]
-method = "dc"
-approx = { kind = "fitc", m = 10 }
-jump = 4
-sweep = { warmup = ["nuts", "laplace"] }
-"""
+HEADER, MH, DC, _ = STUDY.split("[[steps.samplers]]")
+CHEAP = "[[steps.samplers]]".join(  # the study's MH and DC, tuned by the Laplace warm-up and by NUTS's
+    [
+        HEADER.replace("tune_draws = 100\n", 'tune_draws = 100\nwarmup = "laplace"\n'),
+        MH,
+        DC.replace("sweep = { moves = [1, 3] }", 'sweep = { warmup = ["nuts", "laplace"] }'),
+    ]
 )
 
 
