@@ -262,7 +262,9 @@ def _tune_step(factory, model, data, adaptation, step: StepTuning, seed, charged
         maximum=step.maximum,
     )
     charged["tuning"] = charged.get("tuning", 0.0) + time.perf_counter() - start
-    say(f"tuned step {value:.3g} in {config.tune} iterations ({charged['tuning']:.1f} s)")
+    where = "on the cheapest approximation" if step.inner else "on the posterior"
+    say(f"tuned step {step.key} = {value:.3g} {where} (acceptance {step.target}) in {config.tune} iterations "
+        f"({charged['tuning']:.1f} s)")  # fmt: skip
     return value
 
 
