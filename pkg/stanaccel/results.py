@@ -24,6 +24,7 @@ are loaded inside the methods that need them.
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -71,8 +72,8 @@ class Quantities:
         return values if isinstance(values, Quantities) else cls(dict(values))
 
 
-class Result:
-    """The verbs shared by every result; a subclass provides ``inference_groups()``.
+class Result(ABC):
+    """The verbs shared by every result; a subclass provides ``inference_groups()`` (abstract).
 
     The InferenceData is built on the first call of ``to_inference_data()``
     (or of a verb that needs it) and kept on the instance, outside any
@@ -83,9 +84,9 @@ class Result:
 
     __slots__ = ()  # adds no fields: dataclass subclasses keep their __init__, == and repr
 
+    @abstractmethod
     def inference_groups(self) -> dict[str, Any]:
         """Groups for ``stanaccel.diagnostics.to_inference_data``; every subclass provides them."""
-        raise NotImplementedError(f"{type(self).__name__} does not define inference_groups()")
 
     def _metrics_arguments(self) -> dict[str, Any]:
         """Keyword arguments of ``convergence_metrics`` that describe this result's cost.
