@@ -42,7 +42,7 @@ import numpy as np
 from scipy.stats import norm
 
 from stanaccel.sampling import METHODS, ApproximationWarning, sample
-from stanaccel.sampling.auto import is_auto
+from stanaccel.sampling.auto import is_auto, pilot_line
 from stanaccel.stan import write_data
 
 # The runs, in order: (name, method, settings). "nuts" first: every ratio and z is against it.
@@ -184,6 +184,10 @@ def run_stanaccel(program: Path, data: dict, method: str, settings: dict, seed: 
     charged = ", ".join(f"{k} {v:.1f}" for k, v in result.charged_seconds.items())
     if is_auto(method):
         charged = f"chose {result.method}; {charged}"
+        table = result.reports["auto"]
+        for row in table["pilots"]:
+            print("  auto pilot: " + pilot_line(row), flush=True)
+        print("  " + table["reason"], flush=True)
     return {
         "seconds": result.wall_seconds,
         "draws": {p: posterior[p].values for p in params},

@@ -185,7 +185,7 @@ def test_a_pilot_is_the_start_of_its_full_run_and_one_that_cannot_win_is_dropped
     seeds = spawn_seeds(5, SEEDS)
     pcn = (METHODS["pcn"], {})
     adaptation, warm, _ = _shared_warm_up(model, [pcn], auto, seeds, False, lambda line: None)
-    race = Race(auto.chains * auto.draws, 2.0)
+    race = Race(auto.chains * auto.draws, 2.0, best=1e-9, leader="dc")  # a leader: a probe, then the rest
     pilot = _pilot(*pcn, model, data, adaptation, warm, auto, 5, seeds, race, tmp_path, lambda line: None)
     kept = pilot.result.num_draws
     assert not pilot.note and kept == auto.pilot_draws
@@ -207,6 +207,10 @@ def test_a_pilot_is_the_start_of_its_full_run_and_one_that_cannot_win_is_dropped
     race = Race(4000, 2.6, best=100.0, leader="dc")
     assert race.lost(0.02, 0.0, "after 5 draws") == "" and METHODS["imh"].positive
     assert race.lost(0.02, 0.0, "after 5 draws", positive=True).startswith("dropped after 5 draws: at 0.02")
+    # A probe's ESS per draw, with a margin, caps what a candidate can claim.
+    assert race.lost(0.001, 0.0, "after 5 draws", positive=True) == ""
+    assert race.lost(0.001, 0.0, "after a probe", positive=True, probed=0.3) == ""
+    assert "2 x its probe's 0.01" in race.lost(0.001, 0.0, "after a probe", positive=True, probed=0.01)
     assert hmc.partial is not None and _agreement([hmc, nuts]) is hmc  # its draws: the reference left
     for dropped in (hmc, nuts):
         row = dropped.row(hopeless.chains * hopeless.draws, "dc")

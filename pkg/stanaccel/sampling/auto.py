@@ -45,7 +45,11 @@ most 1 (:data:`POSITIVE_CAP` with the estimate's noise). A pilot whose
 seconds per draw, after :data:`RACE_DRAWS` draws and :data:`RACE_SECONDS`
 of each chain (NUTS: after its step-size iterations), cap its score below
 the best projection so far even at that e is stopped and its candidate
-dropped, the table saying so.
+dropped, the table saying so. Once a pilot leads, the next kernel pilot
+first draws a probe (:data:`PROBE_SHARE`), whose ESS per draw, times
+:data:`PROBE_MARGIN`, caps its e: a candidate as fast per draw as the
+leader but mixing far worse (a Gaussian reference on a skewed posterior)
+is dropped there.
 
 The pilots themselves are not in the score (they are spent whichever method
 is chosen) but are charged to the result ("auto pilots"), less the chosen
@@ -96,12 +100,22 @@ NUTS_PILOT_STEP = 30
 """Iterations of the NUTS pilot adapting only its step size, from the shared warm-up's metric and starts
 (and its step size, where it adapted one): the first phase of NUTS's own warm-up, shortened."""
 
-NUTS_PILOT_PROBE = 10
+NUTS_PILOT_PROBE = 5
 """Iterations of a first, shorter step-size adaptation, whose seconds alone may drop NUTS from the race."""
 
 POSITIVE_CAP = 1.5
 """The largest ESS per draw the race allows a pilot of a positive kernel (:attr:`MethodSpec.positive
 <stanaccel.sampling.methods.MethodSpec.positive>`): 1, and room for the estimate's noise."""
+
+PROBE_SHARE = 4
+"""Once a leader is in the race, a kernel pilot first draws ``pilot_draws // PROBE_SHARE`` per chain (a
+probe, at least :data:`PROBE_DRAWS`): their ESS can drop it before it draws the rest."""
+
+PROBE_DRAWS = 20
+
+PROBE_MARGIN = 2.0
+"""A probe's ESS per draw, times this, is the most the race lets it claim: an ESS of 4 x 25 draws is within
+a factor of about 2 of the full pilot's."""
 
 RACE_DRAWS = 3
 RACE_SECONDS = 0.3
@@ -273,16 +287,23 @@ class Race:
         """The highest projected ESS/s of a candidate of these seconds per chain-draw and warm-up."""
         return cap * self.chain_draws / (warmup_seconds + seconds_per_draw * self.chain_draws)
 
-    def lost(self, seconds_per_draw: float, warmup_seconds: float, after: str, positive: bool = False) -> str:
+    def lost(
+        self, seconds_per_draw: float, warmup_seconds: float, after: str, positive: bool = False,
+        probed: float | None = None,
+    ) -> str:  # fmt: skip
         """Why the candidate is dropped, or "" while it can still beat the best.
 
-        ``positive``: its kernel is positive (ESS per draw at most 1), held to :data:`POSITIVE_CAP`.
+        ``positive``: its kernel is positive (ESS per draw at most 1), held to
+        :data:`POSITIVE_CAP`; ``probed``: the ESS per draw its probe showed,
+        held to :data:`PROBE_MARGIN` times that.
         """
         cap = min(self.cap, POSITIVE_CAP) if positive else self.cap
+        most = "a positive kernel's ESS/draw, at most 1" if positive else "the most a pilot shows"
+        if probed is not None and PROBE_MARGIN * probed < cap:
+            cap, most = PROBE_MARGIN * probed, f"{PROBE_MARGIN:g} x its probe's {probed:.2g}"
         ceiling = self.ceiling(seconds_per_draw, warmup_seconds, cap)
         if not self.best or ceiling >= self.best:
             return ""
-        most = "a positive kernel's ESS/draw, at most 1" if positive else "the most a pilot shows"
         return (
             f"dropped {after}: at {seconds_per_draw:.3g} s/draw it projects at most {ceiling:.3g} ESS/s "
             f"(ESS/draw {cap:.2g}, {most}), below {self.leader}'s {self.best:.3g}"
@@ -430,7 +451,7 @@ def _sample_auto(
                 f"{'; ' + others if others else ''}): {why}")  # fmt: skip
     rows = [p.row(chain_draws, best_method) for p in pilots]
     for row in rows:
-        say("auto pilot: " + _shown(row))
+        say("auto pilot: " + pilot_line(row))
     say(line + f"; {pilot_seconds:.1f} s so far (the shared warm-up, set-ups, pilots) are charged, less the "
         "chosen pilot's draws, which its full run keeps")  # fmt: skip
     result = _full_run(best, best_method, model, data, adaptation, warm_seconds, pilot_seconds, auto, seed,
@@ -459,7 +480,9 @@ def _order(spec: MethodSpec) -> int:
     return PILOT_ORDER.index(spec.auto) if spec.auto in PILOT_ORDER else len(PILOT_ORDER)
 
 
-def _shown(row: dict[str, Any]) -> str:
+def pilot_line(row: dict[str, Any]) -> str:
+    """One row of the pilot table (``reports["auto"]["pilots"]``) as the run prints it."""
+
     def num(value):
         return (
             "-" if value is None or (isinstance(value, float) and not np.isfinite(value)) else f"{value:.3g}"
@@ -468,7 +491,7 @@ def _shown(row: dict[str, Any]) -> str:
     return (
         f"{row['method']:<5} warm-up {row['warmup'] or '-'} {num(row['warmup_s'])} s, set-up "
         f"{num(row['setup_s'])} s, ESS/draw {num(row['pilot_ess_per_draw'])}, "
-        f"s/draw {num(row['s_per_draw'])}, "
+        f"s/draw {num(row['s_per_draw'])}, pilot {num(row['pilot_s'])} s, "
         f"projected {num(row['projected_ess_per_s'])} ESS/s{' (chosen)' if row['chosen'] else ''}"
         + (f" [{row['note']}]" if row["note"] else "")
     )
@@ -587,8 +610,12 @@ def _pilot(spec, settings, model, data, adaptation, warm_seconds, auto, seed, se
 
     Its own set-up (tuning, approximation) is measured; its chains are
     checkpointed in ``folder`` / its name for the full run to continue.
+    Once the race has a leader, the pilot first draws a probe
+    (:data:`PROBE_SHARE`): a candidate whose probe's ESS, with
+    :data:`PROBE_MARGIN` to spare, cannot beat the leader is dropped there.
     """
-    config = make_config(spec.name, {**settings, "chains": auto.chains, "draws": auto.draws})
+    values = {**settings, "chains": auto.chains, "draws": auto.draws}
+    config = make_config(spec.name, values)
     pilot = Pilot(spec.name, spec.auto, method_label(config), warmup=adaptation.warmup, settings=settings,
                   checkpoint=Path(folder) / spec.name)  # fmt: skip
     pilot.warmup_seconds = warm_seconds
@@ -597,27 +624,44 @@ def _pilot(spec, settings, model, data, adaptation, warm_seconds, auto, seed, se
         "warm-up (the first draws of its full run)"
     )
     start = time.perf_counter()
-    stop = _Stop(race, auto.pilot_draws, auto.chains, warm_seconds, spec.positive)
-    try:
-        result = run_sampler(config, model, data, adaptation, seed=seed, seeds=seeds, charged={},
-                             describe=False, checkpoint=pilot.checkpoint, stop=stop)  # fmt: skip
-    except (ConfigError, ProgramConventionError, StanError, ValueError) as error:
-        pilot.note = f"failed: {str(error).splitlines()[0]}"
-        pilot.pilot_seconds = time.perf_counter() - start
-        say(f"auto: the pilot of {pilot.label} failed ({pilot.note}); it is not a candidate")
-        return pilot
-    pilot.setup_seconds = sum(result.charged_seconds.values())
-    pilot.label = method_label(result.config)
-    if stop.lost:
-        pilot.note, pilot.seconds_per_draw, pilot.partial = stop.lost, stop.seconds_per_draw, result
-        pilot.pilot_seconds = time.perf_counter() - start
-        say(f"auto: {pilot.label} {pilot.note}")
-        return pilot
+    probe = max(auto.pilot_draws // PROBE_SHARE, PROBE_DRAWS)
+    stages = [probe, auto.pilot_draws] if race.best and probe < auto.pilot_draws else [auto.pilot_draws]
+    for draws in stages:
+        stop = _Stop(race, draws, auto.chains, warm_seconds, spec.positive)
+        try:
+            result = run_sampler(config, model, data, adaptation, seed=seed, seeds=seeds, charged={},
+                                 describe=False, checkpoint=pilot.checkpoint, stop=stop)  # fmt: skip
+        except (ConfigError, ProgramConventionError, StanError, ValueError) as error:
+            pilot.note = f"failed: {str(error).splitlines()[0]}"
+            pilot.pilot_seconds = time.perf_counter() - start
+            say(f"auto: the pilot of {pilot.label} failed ({pilot.note}); it is not a candidate")
+            return pilot
+        if draws == stages[0]:
+            pilot.setup_seconds = sum(result.charged_seconds.values())
+            pilot.label = method_label(result.config)
+            config = make_config(spec.name, {**values, **_tuned_step(spec, result.config)})
+        if not stop.lost and draws < auto.pilot_draws:
+            probed = _measured(Pilot(spec.name, spec.auto, pilot.label), result, 0.0, 0.0).ess_per_draw
+            stop.lost = race.lost(stop.seconds_per_draw, warm_seconds, f"after a probe of {result.num_draws} "
+                                  "draws", spec.positive, probed)  # fmt: skip
+        if stop.lost:
+            pilot.note, pilot.seconds_per_draw, pilot.partial = stop.lost, stop.seconds_per_draw, result
+            pilot.pilot_seconds = time.perf_counter() - start
+            say(f"auto: {pilot.label} {pilot.note}")
+            return pilot
     chain = float(np.max(result.run.chain_seconds))  # a chain resumed past its pilot draws calls no stop
     _measured(pilot, result, chain, time.perf_counter() - start)
     if np.isfinite(stop.seconds_per_draw):
         pilot.seconds_per_draw = stop.seconds_per_draw
     return pilot
+
+
+def _tuned_step(spec: MethodSpec, tuned) -> dict[str, Any]:
+    """The step a run of config ``tuned`` tuned, as a setting: a run that continues it keeps it."""
+    step = spec.tuned_step(tuned)
+    if step is None or getattr(tuned, step.key) is None:
+        return {}
+    return {step.key: getattr(tuned, step.key)}
 
 
 def _agreement(pilots: list[Pilot]) -> Pilot | None:
@@ -683,11 +727,7 @@ def _full_run(best, method, model, data, adaptation, warm_seconds, pilot_seconds
     settings = {**best.settings, **size}
     # The warm-up that ran, so that the settings say it (not the method's default).
     settings["warmup"] = adaptation.warmup if adaptation.warmup in WARMUPS_TRIED else DEFAULT_NUTS_WARMUP
-    tuned = best.result.config
-    step = spec.tuned_step(tuned)
-    reused = {}
-    if step is not None and getattr(tuned, step.key) is not None:
-        reused[step.key] = getattr(tuned, step.key)  # tuned in the pilot: not paid twice
+    reused = _tuned_step(spec, best.result.config)
     config = make_config(method, {**settings, **reused})
     own = best.setup_seconds - best.result.charged_seconds.get("tuning", 0.0)
     local = executor is None or isinstance(executor, SerialExecutor)
