@@ -73,6 +73,36 @@ def test_an_inner_hmc_on_an_approximation_has_its_step_tuned_there_not_by_nuts_o
     assert result.config.step_size > 0.3  # tuned up from the 0.1 fallback (about 1 on this Gaussian)
 
 
+def test_nuts_approx_warms_up_on_the_approximation_and_the_chain_stays_exact(files):
+    folder, data = files
+    approx = {"kind": "subset", "m": 30, "scale": True}
+    settings = {"warmup": "nuts-approx", "draws": 1000, "inner": "hmc", "approx": approx,
+                "observations": OBSERVATIONS}  # fmt: skip
+    lines = []
+    result = sample(folder / "regression.stan", folder / "regression.json", "dc", settings, seed=5,
+                    progress=False, log=lines.append)  # fmt: skip
+    check_exact(result, data)
+    report = result.metrics()["warmup"]
+    assert report["used"] == "nuts-approx" and report["on"] == "subset m=30"
+    assert result.charged_seconds["warmup"] > 0 and "tuning" not in result.charged_seconds
+    assert result.config.step_size == pytest.approx(report["step_size"])  # NUTS's step on pi*
+    assert any("warm-up on the approximation subset m=30" in line for line in lines)
+
+
+@pytest.mark.parametrize(
+    ("method", "settings", "message"),
+    [
+        ("hmc", {}, "method 'hmc' has none: use it with dc, tt-approx"),
+        ("dc", {"approx": {"kind": "laplace"}}, "built in Python about the mode, not a Stan program"),
+    ],
+)
+def test_nuts_approx_needs_a_stan_program_approximation(files, method, settings, message):
+    folder, _ = files
+    with pytest.raises(ConfigError, match=message):
+        sample(folder / "regression.stan", folder / "regression.json", method,
+               {**settings, "warmup": "nuts-approx"}, progress=False)  # fmt: skip
+
+
 @pytest.mark.parametrize(("warmup", "diagnostic"), [("pathfinder", "Pareto k"), ("laplace", "Hessian")])
 @pytest.mark.filterwarnings("ignore:invalid value encountered:RuntimeWarning")  # R-hat of short funnel chains
 def test_a_poor_gaussian_falls_back_to_the_nuts_warmup(files, warmup, diagnostic):

@@ -38,6 +38,14 @@ Pathfinder; the mode by L-BFGS and the Hessian there) for the methods whose tabl
 method's default is its table entry's ``default_warmup``."""
 
 NUTS_WARMUP = WARMUPS[0]
+
+APPROX_WARMUP = "nuts-approx"
+"""A ``warmup`` of the methods over approximations (``dc``, ``tt-approx``): Stan's NUTS warm-up
+(:data:`DEFAULT_NUTS_WARMUP` iterations) on the cheapest approximation instead of on pi, where that
+approximation is a Stan program (a subset of the data, the user's own program)."""
+
+WARMUP_NAMES = (*WARMUPS, APPROX_WARMUP)
+"""Every name a ``warmup`` setting of ``sample`` takes."""
 """The ``warmup`` name of Stan's NUTS warm-up (a warm-up, not the method of that name)."""
 
 DEFAULT_NUTS_WARMUP = 1000
@@ -242,7 +250,8 @@ class SamplerConfig:
         None,
         doc="the warm-up: iterations of Stan's NUTS warm-up per chain, or 'nuts' (1000 of them), "
         "'pathfinder' or 'laplace' (a Gaussian fitted cheaply, for the methods that need only "
-        "a location, a scale and start points)",
+        "a location, a scale and start points), or 'nuts-approx' (dc, tt-approx: NUTS's warm-up on "
+        "the cheapest approximation, a Stan program)",
         kind="warmup",
         low=0,
     )
@@ -253,12 +262,12 @@ class SamplerConfig:
 
     @property
     def warmup_kind(self) -> str:
-        """The warm-up this configuration asks for: "nuts", "pathfinder" or "laplace"."""
+        """The warm-up this configuration asks for: "nuts", "pathfinder", "laplace" or "nuts-approx"."""
         return self.warmup if isinstance(self.warmup, str) else NUTS_WARMUP
 
     @property
     def cheap_warmup(self) -> bool:
-        """Whether it asks for a cheap warm-up (Pathfinder or Laplace) instead of Stan's NUTS warm-up."""
+        """Whether it asks for a cheap warm-up (Pathfinder, Laplace, NUTS on pi*) instead of NUTS's on pi."""
         return self.warmup_kind != NUTS_WARMUP
 
     @property
@@ -700,6 +709,13 @@ def warmup_default_text() -> str:
 
 def _check_warmup_kind(method: str, warmup: int | str, prefix: str) -> None:
     """A cheap warm-up (a ``warmup`` name other than "nuts") only for a method whose table entry takes one."""
+    if warmup == APPROX_WARMUP and not method_record(method).approximations:
+        raise ConfigError(
+            f"{prefix}warmup = {warmup!r} runs Stan's NUTS warm-up on the method's cheapest approximation; "
+            f"method {method!r} has none: use it with "
+            + ", ".join(name for name, spec in TABLE.items() if spec.approximations and spec.cheap_warmup)
+            + ", or give another warm-up"
+        )
     if isinstance(warmup, str) and not method_record(method).cheap_warmup:
         raise ConfigError(
             f"{prefix}warmup = {warmup!r}: method {method!r} runs Stan's NUTS, which needs NUTS's own "
@@ -727,15 +743,15 @@ def _check(key: str, value: Any, meta: dict, prefix: str) -> Any:
     kind = meta["kind"]
     shown = f"{prefix}{key} = {reprlib.repr(value)}"
     if kind == "warmup":
-        names = ", ".join(map(repr, WARMUPS))
-        if isinstance(value, str) and value in WARMUPS:
+        names = ", ".join(map(repr, WARMUP_NAMES))
+        if isinstance(value, str) and value in WARMUP_NAMES:
             return DEFAULT_NUTS_WARMUP if value == NUTS_WARMUP else value
         if isinstance(value, bool) or not isinstance(value, int | str):
             raise ConfigError(f"{shown}: expected a number of NUTS warm-up iterations or one of {names}")
         if isinstance(value, str):
             raise ConfigError(
                 f"{shown}: expected a number of NUTS warm-up iterations or one of {names}"
-                + _hint(value, WARMUPS)
+                + _hint(value, WARMUP_NAMES)
             )
         kind = "int"
     if kind == "int":

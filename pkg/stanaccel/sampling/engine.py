@@ -39,7 +39,7 @@ from stanaccel.extras import require_latent
 from stanaccel.programs import program_path
 from stanaccel.sampling.auto import auto_settings, is_auto, sample_auto
 from stanaccel.sampling.build import no_laplace
-from stanaccel.sampling.config import DEFAULT_NUTS_WARMUP, ConfigError, make_config
+from stanaccel.sampling.config import APPROX_WARMUP, DEFAULT_NUTS_WARMUP, ConfigError, make_config
 from stanaccel.sampling.methods import method_spec
 from stanaccel.sampling.program import (
     Program,
@@ -50,6 +50,7 @@ from stanaccel.sampling.program import (
     check_program,
     prepare_approximations,
     prepare_data,
+    warmup_approximation,
 )
 from stanaccel.sampling.result import SampleResult
 from stanaccel.sampling.run import SEEDS, run_nuts, run_sampler
@@ -215,7 +216,10 @@ def sample(
     prepare_approximations(config, model, data, seeds["subsets"], say)  # a singular Laplace: refused here
 
     charged: dict[str, float] = {}
-    adaptation = warm_up(model, config, seeds, warmup_from, progress, say, charged, checkpoint)
+    on = None
+    if config.warmup_kind == APPROX_WARMUP and warmup_from is None:
+        on = warmup_approximation(config, model, data, seeds["subsets"])
+    adaptation = warm_up(model, config, seeds, warmup_from, progress, say, charged, checkpoint, on)
     if warmup_from is not None and "chains" not in config.user_keys():
         config = config.replace(chains=len(adaptation.starts))  # one chain per warm-up chain
     if "beta" in config.needs:

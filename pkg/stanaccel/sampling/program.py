@@ -39,7 +39,7 @@ from stanaccel.approx.taylor import (
 )
 from stanaccel.kernels.ladder import geometric_betas
 from stanaccel.observations import BUNDLED, EXAMPLE, Observations, guess
-from stanaccel.sampling.config import Approximation, ConfigError, SamplerConfig
+from stanaccel.sampling.config import APPROX_WARMUP, Approximation, ConfigError, SamplerConfig
 from stanaccel.seeds import spawn_seed
 from stanaccel.stan import StanModel, compile_program, read_data
 from stanaccel.stan.compiler import program_info, read_program
@@ -225,6 +225,13 @@ def check_program(config: SamplerConfig, program, data: dict[str, Any]) -> None:
                 if path is not None and not Path(path).is_file():
                     raise FileNotFoundError(f"approximation file not found: {path}")
             check_same_parameters(program, Program.of(a.program), a.label)
+    if approximations and config.warmup_kind == APPROX_WARMUP and approximations[-1].kind in AUTOMATIC_KINDS:
+        raise ConfigError(
+            f"warmup = {APPROX_WARMUP!r} runs Stan's NUTS warm-up on the cheapest approximation, "
+            f"{approximations[-1].label}, which is built in Python about the mode, not a Stan program: "
+            "use warmup = 'laplace' (the same mode, no NUTS), or an approximation of kind 'subset' or a "
+            'program of your own (program = "approx.stan")'
+        )
     latent = getattr(config, "latent_program", None)
     if latent is not None and not Path(latent).is_file():
         raise FileNotFoundError(f"latent program file not found: {latent}")
@@ -418,6 +425,15 @@ def approximation(
             f"but {Program.of(model).name} has {model.param_unc_names()} (sizes set by different data?)"
         )
     return KeepConstants(other)
+
+
+def warmup_approximation(config: SamplerConfig, model: StanModel, data: dict[str, Any], seed: int):
+    """The label and Stan model ``warmup = "nuts-approx"`` warms up on: the cheapest approximation (the last).
+
+    It is the approximation the chains use (same subset, same seed), not a copy.
+    """
+    specs = [config.approx] if "approx" in config.needs else list(config.ladder)
+    return specs[-1].label, approximation(specs[-1], model, data, config, seed).model
 
 
 def _subset_data(spec: Approximation, model, data: dict[str, Any], config, seed: int) -> dict[str, Any]:

@@ -39,7 +39,7 @@ from typing import Any
 
 import numpy as np
 
-from stanaccel.sampling.config import DEFAULT_NUTS_WARMUP, NUTS_WARMUP, method_record
+from stanaccel.sampling.config import APPROX_WARMUP, DEFAULT_NUTS_WARMUP, NUTS_WARMUP, method_record
 from stanaccel.stan import StanModel
 from stanaccel.stan.errors import StanEvaluationError
 from stanaccel.stan.nuts import NutsFit, WarmupState, sample_nuts
@@ -184,13 +184,18 @@ def read_warmup(source: WarmupState | str | Path | list, model: StanModel) -> Wa
     return WarmupState.from_netcdf(paths[0])
 
 
-def warm_up(model, config, seeds, warmup_from, progress, say, charged, checkpoint=None) -> Adaptation:
+def warm_up(
+    model, config, seeds, warmup_from, progress, say, charged, checkpoint=None, approximation=None
+) -> Adaptation:
     """The warm-up ``config`` asks for (or an earlier one) and what it adapts; its time goes in ``charged``.
 
     A cheap warm-up whose diagnostics reject its Gaussian is followed by
     Stan's NUTS warm-up (1000 iterations); the Adaptation's ``report`` says so.
+    ``approximation``: the label and Stan model that ``warmup = "nuts-approx"`` warms up on.
     """
     report: dict[str, Any] = {}
+    if config.warmup_kind == APPROX_WARMUP and warmup_from is None:
+        return approximation_warm_up(approximation, config, seeds, progress, say, charged, checkpoint)
     if config.cheap_warmup and warmup_from is None:
         adaptation, report = cheap_warm_up(model, config, seeds, progress, say, charged)
         if adaptation is not None:
@@ -338,6 +343,32 @@ def _distinct(draws: np.ndarray, n: int, seed: int) -> np.ndarray:
     unique = np.unique(draws, axis=0)
     rng = np.random.default_rng([seed, 0x57A2])
     return unique[rng.choice(len(unique), size=n, replace=len(unique) < n)]
+
+
+def approximation_warm_up(approximation, config, seeds, progress, say, charged, checkpoint=None):
+    """Stan's NUTS warm-up on ``approximation`` (label, Stan model of pi*): metric, step, starts, draws.
+
+    For ``dc`` and ``tt-approx``, whose inner kernel moves on the
+    approximation: the step NUTS adapts there is the inner HMC's, and the
+    chains' ends are the starts. It costs what NUTS's warm-up costs on pi*,
+    a fraction of pi's; the kernels stay exact whatever pi* is.
+    """
+    if approximation is None:
+        raise ValueError(f"warmup = {APPROX_WARMUP!r} needs the approximation's Stan model")
+    start = time.perf_counter()
+    label, model = approximation
+    config = config.replace(warmup=DEFAULT_NUTS_WARMUP)
+    say(f"warm-up on the approximation {label} (warmup = {APPROX_WARMUP!r}), not on pi")
+    adaptation = nuts_warm_up(model, config, seeds, None, progress, say, charged, checkpoint)
+    adaptation.warmup = APPROX_WARMUP
+    adaptation.report = {
+        "warmup": APPROX_WARMUP,
+        "used": APPROX_WARMUP,
+        "on": label,
+        "seconds": time.perf_counter() - start,
+        "step_size": adaptation.step_size,
+    }
+    return adaptation
 
 
 def nuts_warm_up(model, config, seeds, warmup_from, progress, say, charged, checkpoint=None) -> Adaptation:
