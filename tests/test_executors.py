@@ -260,3 +260,85 @@ def test_an_unreachable_dask_scheduler_is_named_before_the_warmup(tmp_path, caps
     assert code == 2 and "no Dask scheduler answers at 127.0.0.1:1" in err and "warm-up" not in err
     with pytest.raises(ValueError, match="no Dask scheduler answers at 127.0.0.1:1"):
         DaskExecutor("tcp://127.0.0.1:1")  # the workflow's route: without the check, a 30 s timeout
+
+
+def _parts_computed(dask_executor) -> int:
+    """How many parts of batches (``evaluate_part`` tasks) the cluster's workers have computed."""
+
+    def count(dask_scheduler):
+        prefix = dask_scheduler.task_prefixes.get("evaluate_part")
+        return 0 if prefix is None else prefix.state_counts["memory"]
+
+    return dask_executor.client.run_on_scheduler(count)
+
+
+def test_imh_batches_across_dask_workers_draw_what_a_local_run_draws(dask_executor, mvn_program, mvn_data):
+    settings = {**SETTINGS, "chains": 2, "batch": 8}
+    local = sample(mvn_program, mvn_data, "imh", settings, seed=3, progress=False)
+    before = _parts_computed(dask_executor)
+    spread = sample(mvn_program, mvn_data, "imh", settings, seed=3, progress=False, executor=dask_executor)
+    batches = -(-SETTINGS["draws"] // settings["batch"])  # per chain, the last partly used
+    assert _parts_computed(dask_executor) - before == 2 * batches * dask_executor.workers
+    np.testing.assert_array_equal(spread.run.positions, local.run.positions)
+    np.testing.assert_array_equal(spread.draws(), local.draws())
+    np.testing.assert_array_equal(spread.run.evaluations, local.run.evaluations)
+    assert spread.run.evaluations.tolist() == [1 + batches * settings["batch"]] * 2  # the start, the batches
+    costs = [d["exact"]["evaluations"] for d in spread.reports["density_costs"]]
+    assert costs == [d["exact"]["evaluations"] for d in local.reports["density_costs"]]
+    assert all(d["exact"]["seconds"] > 0 for d in spread.reports["density_costs"])  # the workers' seconds
+    assert spread.reports["summaries"] == local.reports["summaries"]
+
+
+def _fails_above_one(x: np.ndarray) -> float:
+    if x[0] > 1:
+        raise ValueError(f"a defect at {x[0]}")
+    return -0.5 * float(x @ x)
+
+
+def test_batch_parts_on_workers_are_rejected_where_undefined_and_counted(dask_executor, reject_program):
+    from stanaccel.approx import KeepConstants
+    from stanaccel.densities import FunctionDensity, safe_log_densities
+    from stanaccel.sampling.batches import ExecutorBatches
+
+    batches = ExecutorBatches(dask_executor)
+    points = np.array([[0.5], [4.0], [-1.0], [3.5], [1.0]])  # the model rejects above 3
+    density, here = KeepConstants(StanModel(reject_program)), KeepConstants(StanModel(reject_program))
+    values = batches(density, points)
+    np.testing.assert_array_equal(values, safe_log_densities(here, points))
+    assert values[1] == values[3] == -np.inf and np.all(np.isfinite(values[[0, 2, 4]]))
+    assert density.n_log_density == 5 and density.seconds > 0
+    defective = FunctionDensity(1, _fails_above_one)
+    with pytest.raises(ValueError, match="a defect at 2.0"):
+        batches(defective, np.array([[0.0], [2.0], [0.5]]))
+    assert batches.lost is None  # a defect of the density, raised here; not a failure of the cluster
+    batches.release()
+
+
+@pytest.mark.filterwarnings("ignore:Port 8787 is already in use")  # the module's cluster has it
+def test_batches_are_evaluated_here_once_the_workers_are_lost(mvn_model):
+    import os
+
+    from stanaccel.densities import safe_log_densities
+    from stanaccel.sampling.batches import ExecutorBatches
+
+    points = np.random.default_rng(0).normal(size=(6, mvn_model.dim))
+    expected = safe_log_densities(mvn_model, points)
+    density = mvn_model.with_data(mvn_model.data_json)
+    with DaskExecutor(n_workers=1) as executor:  # its own cluster: this test kills its workers
+        batches = ExecutorBatches(executor)
+        np.testing.assert_array_equal(batches(density, points), expected)
+        with pytest.raises(Exception):  # noqa: B017 (the workers die before they answer)
+            executor.client.run(os._exit, 1)  # every worker, and the density they were given, is lost
+        with pytest.warns(RuntimeWarning, match="evaluated here from now on"):
+            np.testing.assert_array_equal(batches(density, points), expected)
+        assert batches.lost is not None
+        np.testing.assert_array_equal(batches(density, points), expected)
+    assert density.n_log_density == 3 * len(points)
+
+
+def test_a_local_clusters_workers_keep_glibcs_own_mmap_threshold(dask_executor):
+    import os
+
+    # Dask's MALLOC_TRIM_THRESHOLD_ made each Stan evaluation on big data a fresh mmap (1.4x slower)
+    values = dask_executor.client.run(os.environ.get, "MALLOC_TRIM_THRESHOLD_")
+    assert len(values) == 2 and set(values.values()) == {None}

@@ -19,6 +19,8 @@ density says it may be evaluated from several threads at once
 (``thread_safe``: a Stan instance releases the GIL and keeps its autodiff
 tape per thread), else in turn. Counters are updated under
 :data:`COUNTING`, so evaluations from several threads are all counted.
+Evaluations made elsewhere, by a copy of a density on another machine, are
+added to the density's own counters by :func:`charge`.
 """
 
 from __future__ import annotations
@@ -74,6 +76,29 @@ class FunctionDensity:
 def evaluations(density) -> int:
     """Evaluations of a density so far (log density and gradient calls together)."""
     return int(getattr(density, "n_log_density", 0) + getattr(density, "n_gradient", 0))
+
+
+def chargeable(density) -> bool:
+    """Whether :func:`charge` can add evaluations to ``density``'s counters.
+
+    It can where the density has a ``charge`` method (a wrapper whose
+    counters are its inner density's) or keeps ``n_log_density`` itself.
+    """
+    return hasattr(density, "charge") or "n_log_density" in getattr(density, "__dict__", {})
+
+
+def charge(density, log_densities: int, seconds: float = 0.0) -> None:
+    """Count ``log_densities`` evaluations made elsewhere, by a copy of ``density``, as its own.
+
+    A density that times its evaluations (``seconds``) is charged
+    ``seconds`` too. The counts are what a report of the density's cost
+    reads (:func:`evaluations`), wherever the evaluations ran.
+    """
+    if hasattr(density, "charge"):
+        density.charge(log_densities, seconds)
+        return
+    with COUNTING:
+        density.n_log_density += log_densities
 
 
 def safe_log_density(density, x: np.ndarray) -> float:

@@ -6,7 +6,7 @@ import time
 
 import numpy as np
 
-from stanaccel.densities import COUNTING, safe_log_density, thread_safe
+from stanaccel.densities import COUNTING, charge, safe_log_density, thread_safe
 
 
 class KeepConstants:
@@ -65,6 +65,11 @@ class KeepConstants:
             return self.model.log_density_gradient(x, propto=False)
         finally:
             self._add_seconds(time.perf_counter() - start)
+
+    def charge(self, log_densities: int, seconds: float = 0.0) -> None:
+        """Count evaluations made elsewhere by a copy of this density, and their seconds (:func:`charge`)."""
+        charge(self.model, log_densities)
+        self._add_seconds(seconds)
 
     def _add_seconds(self, seconds: float) -> None:
         with COUNTING:  # evaluations in other threads add theirs too

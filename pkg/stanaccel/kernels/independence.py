@@ -25,9 +25,18 @@ checkpoint keeps), so a resumed chain continues with the same proposals.
 A run's last batch may be left partly unused: at most ``batch - 1``
 evaluations per chain spent in vain. The same record counts the chain's
 steps and acceptances, for its ``summary``.
+
+Where a batch is evaluated is the kernel's ``evaluate`` (default: this
+process's cores); a run on a Dask executor gives it one that splits the
+batch across the cluster's workers
+(:class:`~stanaccel.sampling.batches.ExecutorBatches`). The values, hence
+the draws, are the same wherever they are computed.
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 from scipy.linalg import solve_triangular
@@ -62,6 +71,10 @@ class IndependenceMetropolis:
         ``df > 2``, is ``df / (df - 2)`` times that).
     batch : int
         Proposals drawn and evaluated at once; the chain does not depend on it.
+    evaluate : callable (density, points) -> log densities, optional
+        Evaluates a batch, ``-inf`` where the density is undefined, and counts
+        the evaluations on ``density``. Default:
+        :func:`~stanaccel.densities.safe_log_densities` (every core of this process).
     """
 
     exact = True
@@ -75,6 +88,7 @@ class IndependenceMetropolis:
         df: float = 7.0,
         scale: float = 1.2,
         batch: int = 1,
+        evaluate: Callable[[Any, np.ndarray], np.ndarray] | None = None,
     ):
         if not df > 0:
             raise ValueError(f"need df > 0 (the t's degrees of freedom), not {df}")
@@ -86,6 +100,7 @@ class IndependenceMetropolis:
         self.mean = np.asarray(mean, dtype=float)
         self.root = gaussian_root(scale * np.asarray(covariance, dtype=float))
         self.df, self.scale, self.batch = float(df), float(scale), int(batch)
+        self.evaluate = evaluate or safe_log_densities
         self.record_key = statistics_key(self)
         dim = len(self.mean)
         self._empty = {
@@ -122,7 +137,7 @@ class IndependenceMetropolis:
         points = np.array([point for point, _ in drawn])
         return {
             "points": points,
-            "log_densities": safe_log_densities(self.density, points),
+            "log_densities": self.evaluate(self.density, points),
             "log_proposals": np.array([self.log_proposal(point) for point in points]),
             "uniforms": np.array([u for _, u in drawn]),
             "next": 0,

@@ -14,6 +14,8 @@
 - :mod:`~stanaccel.sampling.result`: :class:`SampleResult` and the files it writes;
 - :mod:`~stanaccel.sampling.chains`, :mod:`~stanaccel.sampling.tasks`: a chain, or a study's sampler
   run, as a task for an executor.
+- :mod:`~stanaccel.sampling.batches`: a chain's batch of log densities evaluated across an
+  executor's workers.
 """
 
 from stanaccel.observations import Observations

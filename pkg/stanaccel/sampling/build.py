@@ -175,6 +175,9 @@ class KernelFactory:
     ----------
     densities : list of dict
         Per chain built: ``{"exact": density, "approx": [densities]}``.
+    evaluate : callable (density, points) -> log densities, or None
+        Where a kernel that evaluates batches of points evaluates them
+        (:class:`~stanaccel.sampling.batches.ExecutorBatches`); None: on this process's cores.
     """
 
     def __init__(
@@ -190,6 +193,7 @@ class KernelFactory:
         self.config, self.model, self.data, self.adaptation = config, model, data, adaptation
         self.seed, self.maps = seed, maps
         self.densities: list[dict[str, Any]] = []
+        self.evaluate = None
 
     def posterior(self):
         """A chain's own Stan instance of the posterior."""

@@ -439,7 +439,8 @@ class IMHConfig(SamplerConfig):
     )
     batch: int = setting(
         16,
-        doc="proposals drawn and evaluated at once, on every core; the chain's draws do not depend on it",
+        doc="proposals drawn and evaluated at once, on every core (with a Dask executor: across its "
+        "workers); the chain's draws do not depend on it",
         kind="int",
         low=1,
     )
@@ -451,7 +452,13 @@ def _imh(factory: KernelFactory):
     mean, covariance = factory.adaptation.gaussian()
     density = factory.record(factory.timed_posterior())
     return IndependenceMetropolis(
-        density, mean, covariance, df=config.df, scale=config.scale, batch=config.batch
+        density,
+        mean,
+        covariance,
+        df=config.df,
+        scale=config.scale,
+        batch=config.batch,
+        evaluate=factory.evaluate,
     )
 
 

@@ -24,6 +24,7 @@ from stanaccel.densities import evaluations
 from stanaccel.executors import Executor, SerialExecutor
 from stanaccel.kernels import KernelRun, run_chains
 from stanaccel.kernels.driver import quantity_fields
+from stanaccel.sampling.batches import batch_evaluator
 from stanaccel.sampling.build import KernelFactory
 from stanaccel.sampling.chains import run_chains_on
 from stanaccel.sampling.config import SamplerConfig
@@ -98,8 +99,12 @@ def run_sampler(
         Where the chains run, one task each (:mod:`stanaccel.sampling.tasks`),
         with the same draws as a local run of the same seed. Default (or a
         :class:`~stanaccel.executors.SerialExecutor`): in this process, in
-        threads. The warm-up, tuning and autoencoder training run here; so
-        does ``latent-nuts`` (Stan's NUTS runs its chains in threads of one process).
+        threads. A method that evaluates batches of proposals (``imh`` with
+        ``batch`` > 1) on a Dask executor of several workers runs its chains
+        here instead and evaluates each batch across the workers
+        (:mod:`~stanaccel.sampling.batches`), to the same draws. The
+        warm-up, tuning and autoencoder training run here; so does
+        ``latent-nuts`` (Stan's NUTS runs its chains in threads of one process).
     record_log_density : bool
         Keep each draw's log density in ``run.recorded`` (chains, draws): the
         chain statistic of the autocorrelation objective (:mod:`stanaccel.sampling.tune`).
@@ -147,20 +152,29 @@ def run_sampler(
     thin = getattr(resolved, "thin", 1)
     say(f"{method_label(resolved)}: {resolved.chains} chains x {resolved.draws} draws" + (
         f" (every {thin}th of {resolved.draws * thin})" if thin > 1 else ""))  # fmt: skip
-    if executor is None or isinstance(executor, SerialExecutor):
-        run = run_chains(
-            factory,
-            starts,
-            resolved.draws,
-            seed=seeds["chains"],
-            thin=thin,
-            constrain=_constrainer(model, seeds["quantities"]),
-            name=method_label(resolved),
-            progress=progress,
-            checkpoint=checkpoint_part(checkpoint, "chains"),
-            record=_log_density if record_log_density else None,
-            stop=stop,
-        )
+    batches = batch_evaluator(executor, resolved)
+    if batches is not None:
+        say(f"chains here, each batch of {resolved.batch} proposals evaluated across {executor!r}")
+        factory.evaluate = batches
+    if executor is None or isinstance(executor, SerialExecutor) or batches is not None:
+        try:
+            run = run_chains(
+                factory,
+                starts,
+                resolved.draws,
+                seed=seeds["chains"],
+                thin=thin,
+                constrain=_constrainer(model, seeds["quantities"]),
+                name=method_label(resolved),
+                progress=progress,
+                checkpoint=checkpoint_part(checkpoint, "chains"),
+                record=_log_density if record_log_density else None,
+                stop=stop,
+            )
+        finally:
+            if batches is not None:
+                batches.release()
+                factory.evaluate = None
         densities = factory.densities
     else:
         say(f"chains on {executor!r} (no checkpoints: each task's chain runs to its end)")
