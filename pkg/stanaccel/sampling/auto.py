@@ -71,7 +71,7 @@ from typing import Any
 import numpy as np
 from scipy.stats import norm
 
-from stanaccel.diagnostics import reference_z_scores
+from stanaccel.diagnostics import bulk_ess, reference_z_scores
 from stanaccel.errors import ConfigError
 from stanaccel.executors import SerialExecutor
 from stanaccel.observations import Observations
@@ -118,11 +118,13 @@ PROBE_MARGIN = 2.0
 a factor of about 2 of the full pilot's."""
 
 RACE_DRAWS = 3
-RACE_SECONDS = 0.3
+RACE_SECONDS = 0.1
 """A kernel pilot's chain is timed over at least :data:`RACE_DRAWS` draws and this many seconds before its
-seconds per draw may drop its candidate: cheap chains run in bursts as they share the interpreter. NUTS's
-probe drops it only when it took this long (on a cheap posterior its 10 iterations take a millisecond,
-which a loaded machine's pause can multiply); its step-size iterations may drop it in any case."""
+seconds per draw may drop its candidate: cheap chains run in bursts as they share the interpreter."""
+
+NUTS_PROBE_SECONDS = 0.3
+"""NUTS's probe drops it only when it took this long: on a cheap posterior its iterations take a
+millisecond, which a loaded machine's pause can multiply. Its step-size iterations may drop it in any case."""
 
 PILOT_ORDER = ("approximation", "warm", "own-warmup")
 """The roles in the order their candidates are piloted: the cheap ones first, so that the race has a best
@@ -558,7 +560,7 @@ def _nuts_pilot(spec, model, name, adaptation, auto, race, seed, say) -> Pilot:
         per_draw = per_leapfrog * leapfrogs[:, iterations // 2 :].mean()
         pilot.warmup_seconds = chain / (PILOT_CHAINS * iterations) * auto.chains * DEFAULT_NUTS_WARMUP
         if (
-            iterations == NUTS_PILOT_PROBE and chain < RACE_SECONDS
+            iterations == NUTS_PILOT_PROBE and chain < NUTS_PROBE_SECONDS
         ):  # too short to time: a pause is most of it
             continue
         pilot.note = race.lost(per_draw, pilot.warmup_seconds, f"after {iterations} step-size iterations")
@@ -641,7 +643,7 @@ def _pilot(spec, settings, model, data, adaptation, warm_seconds, auto, seed, se
             pilot.label = method_label(result.config)
             config = make_config(spec.name, {**values, **_tuned_step(spec, result.config)})
         if not stop.lost and draws < auto.pilot_draws:
-            probed = _measured(Pilot(spec.name, spec.auto, pilot.label), result, 0.0, 0.0).ess_per_draw
+            probed = _ess_per_draw(result)
             stop.lost = race.lost(stop.seconds_per_draw, warm_seconds, f"after a probe of {result.num_draws} "
                                   "draws", spec.positive, probed)  # fmt: skip
         if stop.lost:
@@ -654,6 +656,13 @@ def _pilot(spec, settings, model, data, adaptation, warm_seconds, auto, seed, se
     if np.isfinite(stop.seconds_per_draw):
         pilot.seconds_per_draw = stop.seconds_per_draw
     return pilot
+
+
+def _ess_per_draw(result: SampleResult) -> float:
+    """The worst unconstrained coordinate's bulk ESS per chain-draw (rank-based: the constrained one's)."""
+    draws = _unconstrained(result)
+    ess = min(bulk_ess(draws[:, :, j]) for j in range(draws.shape[2]))
+    return ess / (draws.shape[0] * draws.shape[1])
 
 
 def _tuned_step(spec: MethodSpec, tuned) -> dict[str, Any]:
