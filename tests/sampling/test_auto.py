@@ -188,7 +188,7 @@ def test_a_pilot_is_the_start_of_its_full_run_and_one_that_cannot_win_is_dropped
     race = Race(auto.chains * auto.draws, 2.0, best=1e-9, leader="dc")  # a leader: a probe, then the rest
     pilot = _pilot(*pcn, model, data, adaptation, warm, auto, 5, seeds, race, tmp_path, lambda line: None)
     kept = pilot.result.num_draws
-    assert not pilot.note and kept == auto.pilot_draws
+    assert not pilot.note and kept >= auto.pilot_draws  # more: a chain resumed past the probe began late
     say = lambda line: None  # noqa: E731
     full = _full_run(pilot, "pcn", model, data, adaptation, warm, 1.0, auto, 5, seeds, False, say, None, None)
     assert full.num_draws == auto.draws and np.all(full.run.resumed_draws >= kept)
