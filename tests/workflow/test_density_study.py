@@ -18,7 +18,7 @@ sizes = [40, 80]
 test_points = 300
 grid = 120
 gibbs = { iterations = 20, warmup = 10, density_every = 2 }
-variational = { n_inducing = 10, n_importance = 300, iterations = 60 }
+variational = { n_inducing = 10, quadrature = 60, iterations = 60 }
 stan = { n_inducing = 8, n_normaliser = 100, chains = 1, warmup = 60, draws = 40, max_n = 40 }
 """
 

@@ -6,7 +6,7 @@ from stanaccel.gpdensity.base_measure import GaussianBase
 from stanaccel.gpdensity.covariance import SquaredExponential
 from stanaccel.gpdensity.gibbs import GibbsSampler, GibbsState, inference_groups
 from stanaccel.gpdensity.stan_baseline import stan_data
-from stanaccel.gpdensity.variational import VariationalDensity, VariationalFit
+from stanaccel.gpdensity.variational import VariationalDensity, VariationalFit, VariationalWarning
 
 __all__ = [
     "GaussianBase",
@@ -15,6 +15,7 @@ __all__ = [
     "SquaredExponential",
     "VariationalDensity",
     "VariationalFit",
+    "VariationalWarning",
     "inference_groups",
     "stan_data",
 ]

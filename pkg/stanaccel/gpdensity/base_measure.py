@@ -19,6 +19,26 @@ import numpy as np
 from scipy.linalg import solve_triangular
 from scipy.stats import invwishart, norm, qmc
 
+GRID_HALF_WIDTH = 5.0
+"""The quadrature grid spans +-5 sd of pi on each whitened axis: pi's mass outside, under 6e-7 an axis,
+bounds the error of an integrand in [0, 1] cut off there."""
+
+
+def normal_grid(dim: int, per_axis: int, offset: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
+    """A regular grid of ``per_axis ** dim`` points over [-5, 5]^dim and weights N(z | 0, I) normalised to
+    sum to 1: the trapezoid rule for integrals against a standard normal, whose error falls faster
+    than any power of the spacing for a smooth integrand resolved by it. ``offset`` (in spacings, e.g.
+    0.5) shifts the grid: the rule on the shifted grid is an independent estimate of the same integral,
+    so the two differ by about the error of either."""
+    if per_axis < 2:
+        raise ValueError(f"a quadrature grid needs at least 2 points per axis, not {per_axis}")
+    axis = np.linspace(-GRID_HALF_WIDTH, GRID_HALF_WIDTH, per_axis)
+    axis = axis + offset * (axis[1] - axis[0])
+    points = np.stack(np.meshgrid(*[axis] * dim, indexing="ij"), axis=-1).reshape(-1, dim)
+    log_weights = -0.5 * np.sum(points**2, axis=1)
+    weights = np.exp(log_weights - log_weights.max())
+    return points, weights / weights.sum()
+
 
 @dataclass(frozen=True)
 class GaussianBase:

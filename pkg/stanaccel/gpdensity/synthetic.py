@@ -3,7 +3,7 @@
 Each target is a Gaussian mixture whose shape differs from any single
 Gaussian, so the base measure alone fits it poorly and the GP has something
 to learn. Distances are computed on a regular grid that covers the truth's
-mass (1-D and 2-D).
+mass (1-D, 2-D and 3-D).
 """
 
 from __future__ import annotations
@@ -59,11 +59,23 @@ TARGETS = {
         np.array([[-1.5, 0.0], [1.2, 1.0], [0.5, -1.8]]),
         np.array([[[0.5, 0.3], [0.3, 0.6]], [[0.4, -0.2], [-0.2, 0.5]], [[0.3, 0.0], [0.0, 0.3]]]),
     ),
+    # three correlated components in 3-D, one of them flat along the third axis
+    "mixture_3d": Mixture(
+        np.array([0.45, 0.35, 0.2]),
+        np.array([[-1.4, 0.0, 0.5], [1.2, 1.0, -0.6], [0.4, -1.6, 0.4]]),
+        np.array(
+            [
+                [[0.5, 0.25, 0.0], [0.25, 0.5, 0.1], [0.0, 0.1, 0.4]],
+                [[0.4, -0.15, 0.1], [-0.15, 0.4, 0.0], [0.1, 0.0, 0.3]],
+                [[0.3, 0.0, 0.0], [0.0, 0.2, 0.0], [0.0, 0.0, 0.9]],
+            ]
+        ),
+    ),
 }
 
 
 def target(name: str) -> Mixture:
-    """A named synthetic density: ``bimodal_1d`` or ``mixture_2d``."""
+    """A named synthetic density: ``bimodal_1d``, ``mixture_2d`` or ``mixture_3d``."""
     if name not in TARGETS:
         raise ValueError(f"no synthetic density {name!r}; have {sorted(TARGETS)}")
     return TARGETS[name]

@@ -9,7 +9,7 @@ A ``density_study`` step:
 2. fits, at each size, the base Gaussian alone (the baseline every method
    must beat) and each configured method: ``gibbs`` (``iterations``,
    ``warmup``, ``hyper_every``, ``density_every``), ``variational``
-   (``n_inducing``, ``n_importance``, ``iterations``, ``learning_rate``) and
+   (``n_inducing``, ``quadrature``, ``iterations``, ``learning_rate``) and
    ``stan`` (``n_inducing``, ``n_normaliser``, ``chains``, ``warmup``,
    ``draws``); each takes ``max_n``, the largest size it is run at;
 3. scores the posterior mean density: the test log-likelihood per point, the
@@ -37,11 +37,12 @@ import numpy as np
 from stanaccel.extras import require_latent
 from stanaccel.gpdensity import GaussianBase, GibbsSampler, VariationalDensity
 from stanaccel.gpdensity.stan_baseline import fit_stan_baseline
-from stanaccel.gpdensity.synthetic import TARGETS, Mixture, distances, target
+from stanaccel.gpdensity.synthetic import Mixture, distances, target
 from stanaccel.workflow.tables import write_table
 from stanaccel.workflow.validation import INTEGER, ListOf, Table, keys_of, one_of
 
 METHODS = ("gibbs", "variational", "stan")
+STUDY_TARGETS = ("bimodal_1d", "mixture_2d")  # the plots are 1-D curves or 2-D contours
 LABELS = {"base": "base Gaussian", "gibbs": "Gibbs (Alg. 1)", "variational": "variational (Alg. 2)",
           "stan": "Stan NUTS baseline"}  # fmt: skip
 KINDS = {"base": "", "gibbs": "exact MCMC", "variational": "**approximate** (mean field, sparse GP)",
@@ -51,7 +52,7 @@ COLUMNS = ["method", "N", "kind", "seconds", "test_loglik", "hellinger", "l2", "
 # Each method's table: the study's own keys, then the options it passes on to the method.
 SCHEMA = Table(
     {
-        "target": one_of(*TARGETS),
+        "target": one_of(*STUDY_TARGETS),
         "sizes": ListOf(INTEGER),
         "test_points": INTEGER,
         "grid": INTEGER,
@@ -147,7 +148,10 @@ def _fit_variational(data, at, options, seed, progress):
     draws = fit.density_draws(at, 400, np.random.default_rng(seed))
     rises = np.diff(fit.elbo)
     details = (f"{fit.iterations} its, ELBO/N {fit.elbo[-1] / len(data):.4f}, "
-               f"largest ELBO dip {max(0.0, -rises.min()) if len(rises) else 0:.2g}")  # fmt: skip
+               f"largest ELBO dip {max(0.0, -rises.min()) if len(rises) else 0:.2g}, "
+               f"mass check {fit.mass:.3f}")  # fmt: skip
+    if fit.stopped:
+        details += f", STOPPED: {fit.stopped}"
     return draws, seconds, details, np.asarray(fit.elbo)
 
 
