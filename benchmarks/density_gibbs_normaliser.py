@@ -6,7 +6,8 @@ The densities: the three-bump mixture of ``density_gibbs_traces.py``, the bundle
 seed=3)`` (``--off``: with ``normaliser_every=0``, the sweep without the move), and prints the seconds
 per sweep, M's and lambda's mean and bulk ESS (ArviZ, one chain), ESS per 100 sweeps and per second
 (wall time of the kept sweeps and the warm-up together), the move's acceptance, and the Hellinger
-distance of the posterior-mean density (every 5th kept sweep) to the truth.
+distance of the posterior-mean density (every 5th kept sweep) to the truth; then, below the table,
+the ESS per 100 sweeps of mu0 and the hyperparameters and M's correlation with the base measure's sd.
 
 Run: .venv/bin/python benchmarks/density_gibbs_normaliser.py [--off] [--sweeps 400] [NAME ...]
 """
@@ -42,6 +43,7 @@ def main() -> None:
     print("| density | s / sweep | M mean | M ESS | per 100 sweeps | per s | lambda mean | lambda ESS "
           "| per 100 sweeps | per s | move acceptance | Hellinger |")  # fmt: skip
     print("|---" * 12 + "|")
+    others = []
     for name in args.names:
         truth = TARGETS[name]
         data = truth.sample(args.n, np.random.default_rng(42))
@@ -59,6 +61,14 @@ def main() -> None:
             cells += [f"{values.mean():.4g}", f"{ess:.0f}", f"{per_sweep:.1f}", f"{per_second:.2f}"]
         cells += [f"{run['acceptance'].get('normaliser', float('nan')):.2f}", f"{hellinger:.3f}"]
         print("| " + " | ".join(cells) + " |", flush=True)
+        series = {"mu0": run["mu0"], "base sd": run["base_chol"][:, 0, 0],
+                  "base mean": run["base_mean"][:, 0], "amplitude": run["amplitude"],
+                  "lengthscale": run["lengthscales"][:, 0]}  # fmt: skip
+        ess = ", ".join(f"{k} {100 * bulk_ess(np.asarray(v, dtype=float)[None]) / args.sweeps:.1f}"
+                        for k, v in series.items())  # fmt: skip
+        correlation = np.corrcoef(run["n_events"], series["base sd"])[0, 1]
+        others.append(f"{name}: ESS per 100 sweeps {ess}; corr(M, base sd) {correlation:.2f}")
+    print("\n".join(others))
 
 
 if __name__ == "__main__":

@@ -19,7 +19,7 @@ makes every conditional tractable. One sweep:
    N + M points from its Gaussian conditional N(Sigma (u + K^-1 mu0 1), Sigma),
    Sigma = (D + K^-1)^-1, D = diag(omega), u = (1/2 at data, -1/2 at events);
 6. every ``normaliser_every`` sweeps, a Metropolis-Hastings move along the
-   unidentified normaliser: g and mu0 shifted by c, lambda rescaled by e^-c,
+   unidentified normaliser: g and mu0 shifted by c, lambda rescaled by e^-kappa c,
    latent events thinned or added to match
    (:mod:`stanaccel.gpdensity.normaliser`), after which the marks are redrawn.
 
@@ -178,9 +178,11 @@ class GibbsSampler:
         to many times N.
     normaliser_every : int
         Make the normaliser move (:mod:`stanaccel.gpdensity.normaliser`) every
-        this many sweeps, after the other updates; 0 never. It costs about one
-        Cholesky factorisation (a fifth of a sweep or less) and lifts M's and
-        lambda's ESS per sweep several times.
+        this many sweeps, after the other updates; 0 never. It costs one
+        Cholesky factorisation when accepted (a sweep cost 0.95-1.06 of one
+        without, within the timing noise) and moved mu0 and the
+        hyperparameters several times faster per sweep; M's and lambda's ESS
+        it left about as it was (docs/methods/gp-density.md).
     normaliser_step : float
         Starting sd of the move's shift c of g; adapted during the warm-up
         (to acceptance 0.3), then fixed.
@@ -393,8 +395,10 @@ def inference_groups(runs: list[dict]) -> dict:
     names = [k for k in runs[0] if k not in NOT_DRAWS]
     posterior = {k: np.stack([run[k] for run in runs]) for k in names}
     posterior["lambda"] = posterior.pop("rate")
+    normaliser = [run["acceptance"].get("normaliser", np.nan) for run in runs]
     attrs = {"sampler": "gp_density_gibbs", "exact": True,
              "kernel_acceptance": float(np.mean([run["acceptance"]["kernel"] for run in runs])),
+             "normaliser_acceptance": float(np.mean(normaliser)),
              "kernel_step": float(np.mean([run["kernel_step"] for run in runs]))}  # fmt: skip
     return {"posterior": posterior, "attrs": attrs}
 
@@ -407,7 +411,10 @@ class GibbsRun(dict, Result):
     ``base_chol`` and, when the run had output points, ``density``
     (iterations kept for the density, points); ``acceptance`` (of the
     kernel update: ``kernel`` over the kept iterations, ``kernel_warmup``
-    over the warm-up), ``kernel_step`` (the step the warm-up adapted),
+    over the warm-up; of the normaliser move: ``normaliser``,
+    ``normaliser_warmup``, NaN when it was not made), ``kernel_step`` (the
+    step the warm-up adapted), ``normaliser_step`` and
+    ``normaliser_exponent`` (the move's step and kappa from the warm-up),
     ``state`` (the last :class:`GibbsState`, to go on from with ``run(...,
     start=)``) and ``interrupted``. As a
     :class:`~stanaccel.results.Result` (``draws()``, ``summary()``,
