@@ -180,9 +180,8 @@ class GibbsSampler:
         Make the normaliser move (:mod:`stanaccel.gpdensity.normaliser`) every
         this many sweeps, after the other updates; 0 never. It costs one
         Cholesky factorisation when accepted (a sweep cost 0.95-1.06 of one
-        without, within the timing noise) and moved mu0 and the
-        hyperparameters several times faster per sweep; M's and lambda's ESS
-        it left about as it was (docs/methods/gp-density.md).
+        without, within the timing noise); in the runs measured it gave no
+        consistent gain in M's and lambda's ESS (docs/methods/gp-density.md).
     normaliser_step : float
         Starting sd of the move's shift c of g; adapted during the warm-up
         (to acceptance 0.3), then fixed.

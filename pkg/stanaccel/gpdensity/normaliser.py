@@ -9,11 +9,13 @@ together: it shifts g and mu0 by c, rescales lambda by e^{-kappa c} and thins
 or adds latent events so that the events stay close to a Poisson process of
 the new intensity, then accepts or refuses the whole by its exact ratio.
 
-What it did (``benchmarks/density_gibbs_normaliser.py``, N = 300): mu0's and
-the hyperparameters' ESS per sweep rose several times (mu0's from 9 to 192
-in 300 sweeps on ``bimodal_1d``), M's and lambda's did not: M follows the
-base measure's scale too (p is proportional to sigma(g) pi, a second
-unidentified direction), which this move does not change.
+What it did (``benchmarks/density_gibbs_normaliser.py``, N = 300, three
+densities): no consistent gain in M's and lambda's ESS per sweep (from 2 to
+31 on one run, from 13 to 7 on another; single chains with an ESS of 2 to 30
+are too short to say more), the density's estimate unchanged. M follows the
+base measure's scale too (correlation -0.5 to -0.8; p is proportional to
+sigma(g) pi, a second unidentified direction), which this move does not
+change.
 
 The target. With the Polya-Gamma marks integrated out (the sweep draws them
 afresh before it uses them; the sampler redraws them after an accepted move, so
