@@ -168,7 +168,8 @@ def test_mismatched_base_measure_and_settings_are_refused():
         GibbsSampler(data, base=GaussianBase(np.zeros(1), np.eye(1)))
     with pytest.raises(ValueError, match="hyper_every"):
         GibbsSampler(data, hyper_every=0)
-    for setting, value in [("kernel_step", 0.0), ("blas_threads", 0), ("rate_penalty", -1.0)]:
+    bad = [("kernel_step", 0.0), ("blas_threads", 0), ("rate_penalty", -1.0), ("normaliser_every", -1)]
+    for setting, value in bad + [("normaliser_step", 0.0)]:
         with pytest.raises(ValueError, match=setting):
             GibbsSampler(data, **{setting: value})
     with pytest.raises(ValueError, match="positive"):

@@ -56,10 +56,14 @@ def conditional_draw(
     mean: float,
     rng: np.random.Generator,
     chol: np.ndarray | None = None,
+    extra_jitter: float = JITTER,
 ) -> np.ndarray:
     """A joint draw of g at ``new`` given g at ``points`` (the GP prior conditioned on them).
 
-    ``chol``: the lower Cholesky factor of ``kernel(points)`` if already known.
+    ``chol``: the lower Cholesky factor of ``kernel(points)`` if already known. ``extra_jitter``
+    (relative to amplitude^2) is added to the conditional covariance's diagonal for a safe factorisation;
+    0 draws from the exact conditional of the jittered kernel matrix at ``points`` and ``new`` together
+    (what a move whose acceptance ratio cancels this density needs).
     """
     if len(new) == 0:
         return np.empty(0)
@@ -71,7 +75,7 @@ def conditional_draw(
     conditional_mean = mean + cross.T @ cho_solve(factor, g_points - mean)
     half = solve_triangular(factor[0], cross, lower=True)
     covariance = kernel(new) - half.T @ half
-    L = np.linalg.cholesky(covariance + JITTER * kernel.amplitude**2 * np.eye(len(new)))
+    L = np.linalg.cholesky(covariance + extra_jitter * kernel.amplitude**2 * np.eye(len(new)))
     return conditional_mean + L @ rng.standard_normal(len(new))
 
 

@@ -17,7 +17,11 @@ makes every conditional tractable. One sweep:
    (Normal-inverse-Wishart) conditional given the data and the events;
 5. mu0 from p(mu0 | theta, omega, events), g integrated out, then g at the
    N + M points from its Gaussian conditional N(Sigma (u + K^-1 mu0 1), Sigma),
-   Sigma = (D + K^-1)^-1, D = diag(omega), u = (1/2 at data, -1/2 at events).
+   Sigma = (D + K^-1)^-1, D = diag(omega), u = (1/2 at data, -1/2 at events);
+6. every ``normaliser_every`` sweeps, a Metropolis-Hastings move along the
+   unidentified normaliser: g and mu0 shifted by c, lambda rescaled by e^-kappa c,
+   latent events thinned or added to match
+   (:mod:`stanaccel.gpdensity.normaliser`), after which the marks are redrawn.
 
 Steps 4 and 5 depart from the paper's literal updates (MH on theta given g,
 mu0 given g, MH on pi's parameters), which are exact but stop moving on
@@ -70,6 +74,7 @@ from threadpoolctl import threadpool_limits
 from stanaccel.gpdensity.base_measure import GaussianBase
 from stanaccel.gpdensity.covariance import SquaredExponential, conditional_draw, conditional_marginals
 from stanaccel.gpdensity.marginal import Marginal, PseudoObservations, adapted_step, update_kernel
+from stanaccel.gpdensity.normaliser import NormaliserMove
 from stanaccel.results import Result
 
 HYPER_PRIOR_SD = 1.5
@@ -91,6 +96,9 @@ class GibbsState:
     chol: np.ndarray | None = None  # Cholesky factor of the kernel matrix at data and events, if known
     kernel_step: float = 0.1  # the random-walk step of the kernel update (adapted during the warm-up)
     adaptations: int = 0  # kernel updates adapted so far in this adaptation window
+    normaliser_step: float = 0.05  # the sd of the normaliser move's shift (adapted during the warm-up)
+    normaliser_exponent: float = 1.0  # kappa of the normaliser move (set during the warm-up)
+    normaliser_adaptations: int = 0  # normaliser moves adapted so far in this adaptation window
 
 
 def check_data(data: np.ndarray) -> np.ndarray:
@@ -168,6 +176,15 @@ class GibbsSampler:
         alone, which the data cannot see (see the module docstring); it keeps
         the number of latent events M, about N (1 - Z) / Z, from wandering
         to many times N.
+    normaliser_every : int
+        Make the normaliser move (:mod:`stanaccel.gpdensity.normaliser`) every
+        this many sweeps, after the other updates; 0 never. It costs one
+        Cholesky factorisation when accepted (a sweep cost 0.95-1.06 of one
+        without, within the timing noise); in the runs measured it gave no
+        consistent gain in M's and lambda's ESS (docs/methods/gp-density.md).
+    normaliser_step : float
+        Starting sd of the move's shift c of g; adapted during the warm-up
+        (to acceptance 0.3), then fixed.
     blas_threads : int or None
         BLAS threads while running (threadpoolctl; None leaves them as they
         are). One by default: on two cores a second OpenBLAS thread made a
@@ -179,7 +196,8 @@ class GibbsSampler:
     def __init__(self, data, *, hyper_every: int = 1, kernel: SquaredExponential | None = None,
                  base: GaussianBase | None = None, kernel_step: float = 0.1,
                  mu0_prior: tuple[float, float] = (0.0, 2.0), blas_threads: int | None = 1,
-                 rate_penalty: float = 1.0):  # fmt: skip
+                 rate_penalty: float = 1.0, normaliser_every: int = 1,
+                 normaliser_step: float = 0.05):  # fmt: skip
         self.data = check_data(data)
         if hyper_every < 1:
             raise ValueError(f"hyper_every must be at least 1, not {hyper_every}")
@@ -189,6 +207,10 @@ class GibbsSampler:
             raise ValueError(f"blas_threads must be at least 1 (or None), not {blas_threads}")
         if not rate_penalty >= 0:
             raise ValueError(f"rate_penalty must be 0 or more, not {rate_penalty}")
+        if normaliser_every < 0:
+            raise ValueError(f"normaliser_every must be 0 (never) or more, not {normaliser_every}")
+        if not normaliser_step > 0:
+            raise ValueError(f"normaliser_step must be positive, not {normaliser_step}")
         self.hyper_every = int(hyper_every)
         self.scale = self.data.std(axis=0)
         self.initial_kernel = kernel or SquaredExponential(1.0, self.scale)
@@ -201,6 +223,10 @@ class GibbsSampler:
         self.kernel_step = float(kernel_step)
         self.blas_threads = blas_threads
         self.rate_penalty = float(rate_penalty)
+        self.normaliser_every = int(normaliser_every)
+        self.normaliser_step = float(normaliser_step)
+        n = len(self.data)
+        self.normaliser_move = NormaliserMove((0.0, self.rate_penalty / n), self.mu0_prior)
 
     def init(self, rng: np.random.Generator, *, mu0: float = 0.0, rate: float | None = None) -> GibbsState:
         """The starting state: g = mu0 at the data, no events, lambda = ``rate`` (default N).
@@ -219,6 +245,7 @@ class GibbsSampler:
             kernel=self.initial_kernel,
             base=self.initial_base,
             kernel_step=self.kernel_step,
+            normaliser_step=self.normaliser_step,
         )
 
     def points(self, state: GibbsState) -> np.ndarray:
@@ -226,9 +253,10 @@ class GibbsSampler:
 
     def step(
         self, state: GibbsState, iteration: int, rng: np.random.Generator, *, adapt: bool = False
-    ) -> tuple[GibbsState, bool | None]:
-        """One sweep of Algorithm 1. Returns the new state and whether the kernel update (if this
-        sweep made one) was accepted; ``adapt`` adapts the kernel update's step (warm-up only)."""
+    ) -> tuple[GibbsState, bool | None, bool | None]:
+        """One sweep of Algorithm 1. Returns the new state and whether the kernel update and the
+        normaliser move (each if this sweep made one) were accepted; ``adapt`` adapts their steps
+        (warm-up only)."""
         n = len(self.data)
         omega_data = sample_data_marks(state.g_data, rng)
         rate = sample_rate(n, len(state.events), rng, self.rate_penalty)
@@ -254,8 +282,23 @@ class GibbsSampler:
         g = marginal.draw_g(mu0, chol, rng)
         g_data, g_events = g[:n], g[n:]
         adaptations = state.adaptations + (adapt and accepted is not None)
-        return GibbsState(events, g_data, g_events, omega_data, omega_events, rate, mu0, kernel, base, chol,
-                          step, adaptations), accepted  # fmt: skip
+        state = replace(state, events=events, g_data=g_data, g_events=g_events, omega_data=omega_data,
+                        omega_events=omega_events, rate=rate, mu0=mu0, kernel=kernel, base=base, chol=chol,
+                        kernel_step=step, adaptations=adaptations)  # fmt: skip
+        moved = None
+        if self.normaliser_every and (iteration + 1) % self.normaliser_every == 0:
+            count, kappa = state.normaliser_adaptations, state.normaliser_exponent
+            if adapt:  # kappa: the window's running mean of the data's mean sigma(-g_n)
+                kappa += (np.mean(expit(-g_data)) - kappa) / (count + 1)
+                state = replace(state, normaliser_exponent=float(kappa))
+            state, moved = self.normaliser_move(state, self.data, state.normaliser_step, kappa, rng)
+            if moved:
+                state = replace(state, omega_data=sample_data_marks(state.g_data, rng),
+                                omega_events=_polyagamma(state.g_events, rng))  # fmt: skip
+            if adapt:
+                state = replace(state, normaliser_step=adapted_step(state.normaliser_step, moved, count),
+                                normaliser_adaptations=count + 1)  # fmt: skip
+        return state, accepted, moved
 
     def _log_kernel_prior(self, kernel: SquaredExponential) -> float:
         centre = np.log(np.concatenate([[1.0], self.scale]))
@@ -298,18 +341,20 @@ class GibbsSampler:
         state = self.init(rng) if start is None else start
         record: dict[str, list] = {k: [] for k in ("rate", "n_events", "mu0", "amplitude", "lengthscales",
                                                      "base_mean", "base_chol", "density")}  # fmt: skip
-        moves = {"warmup": [], "sampling": []}
+        moves = {"warmup": [], "sampling": [], "normaliser_warmup": [], "normaliser": []}
         interrupted = False
         blas = threadpool_limits(self.blas_threads, "blas") if self.blas_threads else contextlib.nullcontext()
         with blas, tqdm(total=warmup + iterations, disable=not progress, desc="Gibbs", leave=False) as bar:
             try:
                 for i in range(warmup + iterations):
                     if i == warmup // 2:
-                        state = replace(state, adaptations=0)  # a second window, from the first's step
-                    state, accepted = self.step(state, i, rng, adapt=i < warmup)
+                        state = replace(state, adaptations=0, normaliser_adaptations=0)  # a second window
+                    state, accepted, moved = self.step(state, i, rng, adapt=i < warmup)
                     bar.update(1)
                     if accepted is not None:
                         moves["warmup" if i < warmup else "sampling"].append(accepted)
+                    if moved is not None:
+                        moves["normaliser_warmup" if i < warmup else "normaliser"].append(moved)
                     if i < warmup:
                         continue
                     record["rate"].append(state.rate)
@@ -324,8 +369,12 @@ class GibbsSampler:
             except KeyboardInterrupt:
                 interrupted = True
         out: dict[str, Any] = {k: np.asarray(v) for k, v in record.items() if v}
-        out["acceptance"] = {"kernel": _share(moves["sampling"]), "kernel_warmup": _share(moves["warmup"])}
+        out["acceptance"] = {"kernel": _share(moves["sampling"]), "kernel_warmup": _share(moves["warmup"]),
+                             "normaliser": _share(moves["normaliser"]),
+                             "normaliser_warmup": _share(moves["normaliser_warmup"])}  # fmt: skip
         out["kernel_step"] = state.kernel_step
+        out["normaliser_step"] = state.normaliser_step
+        out["normaliser_exponent"] = state.normaliser_exponent
         out["state"] = state
         out["interrupted"] = interrupted
         return GibbsRun(out, wall_seconds=time.perf_counter() - started)
@@ -335,7 +384,8 @@ def _share(flags: list[bool]) -> float:
     return float(np.mean(flags)) if flags else float("nan")
 
 
-NOT_DRAWS = ("acceptance", "kernel_step", "state", "interrupted")  # what a run keeps besides its draws
+# what a run keeps besides its draws
+NOT_DRAWS = ("acceptance", "kernel_step", "normaliser_step", "normaliser_exponent", "state", "interrupted")
 
 
 def inference_groups(runs: list[dict]) -> dict:
@@ -344,8 +394,10 @@ def inference_groups(runs: list[dict]) -> dict:
     names = [k for k in runs[0] if k not in NOT_DRAWS]
     posterior = {k: np.stack([run[k] for run in runs]) for k in names}
     posterior["lambda"] = posterior.pop("rate")
+    normaliser = [run["acceptance"].get("normaliser", np.nan) for run in runs]
     attrs = {"sampler": "gp_density_gibbs", "exact": True,
              "kernel_acceptance": float(np.mean([run["acceptance"]["kernel"] for run in runs])),
+             "normaliser_acceptance": float(np.mean(normaliser)),
              "kernel_step": float(np.mean([run["kernel_step"] for run in runs]))}  # fmt: skip
     return {"posterior": posterior, "attrs": attrs}
 
@@ -358,7 +410,10 @@ class GibbsRun(dict, Result):
     ``base_chol`` and, when the run had output points, ``density``
     (iterations kept for the density, points); ``acceptance`` (of the
     kernel update: ``kernel`` over the kept iterations, ``kernel_warmup``
-    over the warm-up), ``kernel_step`` (the step the warm-up adapted),
+    over the warm-up; of the normaliser move: ``normaliser``,
+    ``normaliser_warmup``, NaN when it was not made), ``kernel_step`` (the
+    step the warm-up adapted), ``normaliser_step`` and
+    ``normaliser_exponent`` (the move's step and kappa from the warm-up),
     ``state`` (the last :class:`GibbsState`, to go on from with ``run(...,
     start=)``) and ``interrupted``. As a
     :class:`~stanaccel.results.Result` (``draws()``, ``summary()``,
