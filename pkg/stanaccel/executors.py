@@ -94,10 +94,10 @@ class Executor(ABC):
 
         Raises
         ------
-        NotImplementedError
-            This executor does not share (``shares`` is False).
+        TypeError
+            This executor does not share (``shares`` is False): check ``shares`` first.
         """
-        raise NotImplementedError(f"{self!r} shares nothing with its workers")
+        raise TypeError(f"{self!r} shares nothing with its workers (only a Dask executor does)")
 
     def close(self) -> None:  # noqa: B027 (nothing to release by default)
         """Release workers, clusters and the scratch folder this executor made."""
