@@ -14,6 +14,7 @@ from stanaccel.diagnostics.metrics import (
     method_statistics,
     method_warnings,
     reference_z_scores,
+    split_rhat,
     summary,
 )
 
@@ -26,6 +27,7 @@ __all__ = [
     "method_statistics",
     "method_warnings",
     "reference_z_scores",
+    "split_rhat",
     "summary",
     "to_inference_data",
 ]

@@ -452,6 +452,12 @@ def bulk_ess(series: np.ndarray) -> float:
 
 
 @numpy_path()
+def split_rhat(series: np.ndarray) -> float:
+    """The rank-normalised split R-hat of a scalar statistic over chains, ``series`` (chains, draws)."""
+    return float(az.rhat(np.asarray(series, dtype=float)))
+
+
+@numpy_path()
 def mcse_mean(series: np.ndarray) -> float:
     """The Monte Carlo standard error of the mean of a scalar statistic, ``series`` (chains, draws)."""
     return float(az.mcse(np.asarray(series, dtype=float), method="mean"))

@@ -71,7 +71,7 @@ from typing import Any
 import numpy as np
 from scipy.stats import norm
 
-from stanaccel.diagnostics import bulk_ess, reference_z_scores
+from stanaccel.diagnostics import bulk_ess, reference_z_scores, split_rhat
 from stanaccel.errors import ConfigError
 from stanaccel.executors import SerialExecutor
 from stanaccel.observations import Observations
@@ -577,13 +577,15 @@ def _nuts_pilot(spec, model, name, adaptation, auto, race, seed, say) -> Pilot:
 
 
 def _measured(pilot: Pilot, result: SampleResult, sampling: float, total: float) -> Pilot:
-    metrics = result.metrics()
-    chain_draws = _unconstrained(result).shape[0] * result.num_draws
+    draws = _unconstrained(result)
+    chain_draws = draws.shape[0] * draws.shape[1]
     pilot.result = result
-    pilot.ess_per_draw = float(metrics["ess_bulk_min"]) / chain_draws
+    pilot.ess_per_draw = _ess_per_draw(result)
     pilot.seconds_per_draw = sampling / chain_draws
     pilot.pilot_seconds = total
-    pilot.rhat = float(metrics["rhat_max"])
+    chains = draws.shape[0]
+    rhats = np.array([split_rhat(draws[:, :, j]) for j in range(draws.shape[2])] if chains > 1 else [])
+    pilot.rhat = float(np.nanmax(rhats)) if np.isfinite(rhats).any() else float("nan")
     return pilot
 
 
@@ -659,7 +661,8 @@ def _pilot(spec, settings, model, data, adaptation, warm_seconds, auto, seed, se
 
 
 def _ess_per_draw(result: SampleResult) -> float:
-    """The worst unconstrained coordinate's bulk ESS per chain-draw (rank-based: the constrained one's)."""
+    """The worst parameter's bulk ESS per chain-draw, on the unconstrained draws (rank-based, so a
+    parameter's ESS is its unconstrained coordinate's; no summary of every quantity, which costs more)."""
     draws = _unconstrained(result)
     ess = min(bulk_ess(draws[:, :, j]) for j in range(draws.shape[2]))
     return ess / (draws.shape[0] * draws.shape[1])
