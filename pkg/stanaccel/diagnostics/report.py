@@ -234,6 +234,7 @@ AUTO_COLUMNS = (
     ("setup_s", "set-up (s)"),
     ("pilot_ess_per_draw", "pilot ESS/draw"),
     ("s_per_draw", "s/draw"),
+    ("pilot_s", "pilot (s)"),
     ("projected_ess_per_s", "projected ESS/s"),
     ("chosen", "chosen"),
     ("note", "note"),

@@ -363,7 +363,7 @@ FORMULA = (
     f"NUTS: {DEFAULT_NUTS_WARMUP} iterations at the pilot's seconds per step-size iteration), S its own "
     "set-up (tuning, approximation). A pilot is dropped once its seconds per draw cap this below the "
     f"best so far even at the largest e a pilot shows (log10 of its chain-draws; {POSITIVE_CAP:g} for a "
-    "positive kernel)"
+    f"positive kernel), or, behind a leader, at {PROBE_MARGIN:g} x the e of its probe (its first draws)"
 )
 
 
