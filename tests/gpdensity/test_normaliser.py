@@ -82,12 +82,12 @@ def test_broken_move_is_caught(broken):
 
 def test_sampler_makes_and_adapts_the_move():
     data = np.random.default_rng(0).normal(size=60)
-    run = GibbsSampler(data, normaliser_step=0.01).run(20, warmup=30, seed=1)
+    run = GibbsSampler(data, normaliser_every=1, normaliser_step=0.01).run(20, warmup=30, seed=1)
     assert 0 < run["acceptance"]["normaliser"] < 1 and run["normaliser_step"] > 0.01
     assert 0 < run["normaliser_exponent"] < 1
     state = run["state"]
     assert len(state.omega_events) == len(state.events) == len(state.g_events)
     points = np.vstack([data[:, None], state.events])
     np.testing.assert_allclose(state.chol @ state.chol.T, state.kernel(points), atol=1e-12)
-    off = GibbsSampler(data, normaliser_every=0).run(5, seed=1)
+    off = GibbsSampler(data).run(5, seed=1)  # off by default
     assert np.isnan(off["acceptance"]["normaliser"])
