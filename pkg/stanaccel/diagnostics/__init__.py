@@ -14,8 +14,9 @@ from stanaccel.diagnostics.metrics import (
     method_statistics,
     method_warnings,
     reference_z_scores,
-    split_rhat,
     summary,
+    worst_bulk_ess,
+    worst_rhat,
 )
 
 __all__ = [
@@ -27,7 +28,8 @@ __all__ = [
     "method_statistics",
     "method_warnings",
     "reference_z_scores",
-    "split_rhat",
     "summary",
     "to_inference_data",
+    "worst_bulk_ess",
+    "worst_rhat",
 ]

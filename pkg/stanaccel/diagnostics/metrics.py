@@ -452,9 +452,21 @@ def bulk_ess(series: np.ndarray) -> float:
 
 
 @numpy_path()
-def split_rhat(series: np.ndarray) -> float:
-    """The rank-normalised split R-hat of a scalar statistic over chains, ``series`` (chains, draws)."""
-    return float(az.rhat(np.asarray(series, dtype=float)))
+def worst_bulk_ess(draws: np.ndarray) -> float:
+    """The smallest bulk ESS over the coordinates of ``draws`` (chains, draws, dim)."""
+    return min(bulk_ess(draws[:, :, j]) for j in range(draws.shape[2]))
+
+
+@numpy_path()
+def worst_rhat(draws: np.ndarray) -> float:
+    """The largest rank-normalised split R-hat over the coordinates of ``draws`` (chains, draws, dim).
+
+    NaN for one chain, or where no coordinate has a finite R-hat (constant draws).
+    """
+    if draws.shape[0] < 2:
+        return float("nan")
+    values = np.array([az.rhat(np.asarray(draws[:, :, j], dtype=float)) for j in range(draws.shape[2])])
+    return float(np.nanmax(values)) if np.isfinite(values).any() else float("nan")
 
 
 @numpy_path()

@@ -71,7 +71,7 @@ from typing import Any
 import numpy as np
 from scipy.stats import norm
 
-from stanaccel.diagnostics import bulk_ess, reference_z_scores, split_rhat
+from stanaccel.diagnostics import reference_z_scores, worst_bulk_ess, worst_rhat
 from stanaccel.errors import ConfigError
 from stanaccel.executors import SerialExecutor
 from stanaccel.observations import Observations
@@ -578,14 +578,11 @@ def _nuts_pilot(spec, model, name, adaptation, auto, race, seed, say) -> Pilot:
 
 def _measured(pilot: Pilot, result: SampleResult, sampling: float, total: float) -> Pilot:
     draws = _unconstrained(result)
-    chain_draws = draws.shape[0] * draws.shape[1]
     pilot.result = result
-    pilot.ess_per_draw = _ess_per_draw(result)
-    pilot.seconds_per_draw = sampling / chain_draws
+    pilot.ess_per_draw = _ess_per_draw(draws)
+    pilot.seconds_per_draw = sampling / (draws.shape[0] * draws.shape[1])
     pilot.pilot_seconds = total
-    chains = draws.shape[0]
-    rhats = np.array([split_rhat(draws[:, :, j]) for j in range(draws.shape[2])] if chains > 1 else [])
-    pilot.rhat = float(np.nanmax(rhats)) if np.isfinite(rhats).any() else float("nan")
+    pilot.rhat = worst_rhat(draws)
     return pilot
 
 
@@ -645,7 +642,7 @@ def _pilot(spec, settings, model, data, adaptation, warm_seconds, auto, seed, se
             pilot.label = method_label(result.config)
             config = make_config(spec.name, {**values, **_tuned_step(spec, result.config)})
         if not stop.lost and draws < auto.pilot_draws:
-            probed = _ess_per_draw(result)
+            probed = _ess_per_draw(_unconstrained(result))
             stop.lost = race.lost(stop.seconds_per_draw, warm_seconds, f"after a probe of {result.num_draws} "
                                   "draws", spec.positive, probed)  # fmt: skip
         if stop.lost:
@@ -660,12 +657,13 @@ def _pilot(spec, settings, model, data, adaptation, warm_seconds, auto, seed, se
     return pilot
 
 
-def _ess_per_draw(result: SampleResult) -> float:
-    """The worst parameter's bulk ESS per chain-draw, on the unconstrained draws (rank-based, so a
-    parameter's ESS is its unconstrained coordinate's; no summary of every quantity, which costs more)."""
-    draws = _unconstrained(result)
-    ess = min(bulk_ess(draws[:, :, j]) for j in range(draws.shape[2]))
-    return ess / (draws.shape[0] * draws.shape[1])
+def _ess_per_draw(draws: np.ndarray) -> float:
+    """The worst parameter's bulk ESS per chain-draw of unconstrained ``draws`` (chains, draws, dim).
+
+    Bulk ESS is rank-based, so a parameter's is its unconstrained
+    coordinate's; no summary of every quantity, which costs more.
+    """
+    return worst_bulk_ess(draws) / (draws.shape[0] * draws.shape[1])
 
 
 def _tuned_step(spec: MethodSpec, tuned) -> dict[str, Any]:

@@ -32,7 +32,7 @@ from typing import Any
 
 import numpy as np
 
-from stanaccel.diagnostics.metrics import bulk_ess
+from stanaccel.diagnostics.metrics import worst_bulk_ess
 from stanaccel.sampling.config import ConfigError, SamplerConfig, check_setting, keys
 from stanaccel.sampling.methods import METHODS, method_spec
 from stanaccel.sampling.run import run_sampler
@@ -203,7 +203,7 @@ def score(result, objective: str) -> tuple[float, dict[str, float]]:
         lags = min(100, positions.shape[1] // 4)
         value = autocorrelation_objective(result.run.recorded, max_lag=lags)
         return value, {"seconds": seconds}
-    ess = min(bulk_ess(positions[:, :, j]) for j in range(positions.shape[2]))
+    ess = worst_bulk_ess(positions)
     ess = 0.0 if not np.isfinite(ess) else float(ess)
     if objective == "ess-per-second":
         return ess / seconds, {"ess": ess, "seconds": seconds}
