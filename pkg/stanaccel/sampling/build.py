@@ -33,7 +33,7 @@ from stanaccel.kernels import (
 from stanaccel.kernels.hessian_pcn import HessianPCN
 from stanaccel.kernels.pcn import gaussian_root, whiten
 from stanaccel.sampling.config import ConfigError, SamplerConfig, method_record
-from stanaccel.sampling.program import approximation, observations_for
+from stanaccel.sampling.program import approximation, approximation_specs, observations_for
 from stanaccel.sampling.warmup import Adaptation
 from stanaccel.stan import StanModel, compile_program
 
@@ -259,7 +259,7 @@ class KernelFactory:
 
     def approximations(self) -> list:
         """This configuration's approximations (``approx``, or the ``ladder``), as specifications."""
-        return [self.config.approx] if "approx" in self.config.needs else list(self.config.ladder)
+        return approximation_specs(self.config)
 
     def with_approximations(self):
         """The chain's posterior and its approximations (recorded), for ``dc`` and ``tt-approx``."""

@@ -432,8 +432,13 @@ def warmup_approximation(config: SamplerConfig, model: StanModel, data: dict[str
 
     It is the approximation the chains use (same subset, same seed), not a copy.
     """
-    specs = [config.approx] if "approx" in config.needs else list(config.ladder)
-    return specs[-1].label, approximation(specs[-1], model, data, config, seed).model
+    spec = approximation_specs(config)[-1]
+    return spec.label, approximation(spec, model, data, config, seed).model
+
+
+def approximation_specs(config: SamplerConfig) -> list[Approximation]:
+    """A method's approximations (``approx``, or the ``ladder``) as specifications, the cheapest last."""
+    return [config.approx] if "approx" in config.needs else list(config.ladder)
 
 
 def _subset_data(spec: Approximation, model, data: dict[str, Any], config, seed: int) -> dict[str, Any]:
