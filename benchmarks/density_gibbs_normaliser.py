@@ -38,9 +38,10 @@ def main() -> None:
     parser.add_argument("names", nargs="*", default=list(TARGETS))
     parser.add_argument("--off", action="store_true", help="without the normaliser move")
     parser.add_argument("--sweeps", type=int, default=400)
+    parser.add_argument("--fixed-base", action="store_true", help="keep the base measure at the data's fit")
     parser.add_argument("--n", type=int, default=300)
     args = parser.parse_args()
-    settings = {"normaliser_every": 0 if args.off else 1}
+    settings = {"normaliser_every": 0 if args.off else 1, "learn_base": not args.fixed_base}
     print("| density | s / sweep | M mean | M ESS | per 100 sweeps | per s | lambda mean | lambda ESS "
           "| per 100 sweeps | per s | move acceptance | Hellinger |")  # fmt: skip
     print("|---" * 12 + "|")
