@@ -199,3 +199,23 @@ model {
   target += beta * total / repeats;
 }
 """
+
+
+# Two modes 12 sd apart (means -3 and 3 on the first axis, sd 0.5), weights 0.35 and 0.65, under a
+# N(0, 5^2 I) prior that shifts neither weight (it is symmetric); `beta` tempers the mixture.
+# Evidence in closed form: int N(t | 0, 25 I) N(t | m, 0.25 I) dt = N(m | 0, 25.25 I) for either
+# mean m, so Z = N((3, 0) | 0, 25.25 I).
+BIMODAL = """
+data {
+  real<lower=0> beta;
+}
+parameters {
+  vector[2] theta;
+}
+model {
+  theta ~ normal(0, 5);
+  target += beta * log_mix(0.35, normal_lpdf(theta | [-3, 0]', 0.5), normal_lpdf(theta | [3, 0]', 0.5));
+}
+"""
+BIMODAL_RIGHT = 0.65
+BIMODAL_LOG_EVIDENCE = float(-np.log(2 * np.pi * 25.25) - 9 / (2 * 25.25))

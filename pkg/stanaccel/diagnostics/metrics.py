@@ -75,6 +75,10 @@ METHOD_STATISTICS = {  # key in a kernel's summary -> (label, how chains combine
     "swap_acceptance": ("swap acceptance per neighbouring pair of levels", "mean"),
     "communication_barrier": ("communication barrier (sum of swap rejection rates)", "mean"),
     "round_trips": ("round trips of the hottest and coldest level (all chains)", "sum"),
+    "round_trip_rate": ("round trips per scan", "mean"),
+    "limit_round_trip_rate": ("round trips per scan in theory, 1 / (2 + 2 barrier), many levels", "mean"),
+    "log_evidence": ("log evidence log p(data), stepping stone over the ladder", "mean"),
+    "log_evidence_mcse": ("its Monte Carlo standard error", "mcse"),
     "inner_acceptance": ("inner acceptance per level", "mean"),
     "tt_acceptance": ("tempered-transition acceptance", "mean"),
     "betas": ("ladder (beta per level)", "first"),
@@ -85,7 +89,8 @@ METHOD_STATISTICS = {  # key in a kernel's summary -> (label, how chains combine
     "proposal_acceptance": ("independence proposals accepted (its efficiency)", "mean"),
 }
 """The kernel statistics shown for a run (from each chain's kernel ``summary``): their labels,
-and whether the shown value is the mean over chains, the sum, or the first chain's."""
+and whether the shown value is the mean over chains, the sum, the first chain's, or (``mcse``) the
+standard error of the mean over chains of independent estimates, sqrt(sum of squares) / chains."""
 
 
 PROPOSAL_ACCEPTANCE_MIN = 0.1
@@ -330,6 +335,8 @@ def combined_statistics(statistics: dict[str, list]) -> list[tuple[str, Any]]:
             value = values[0]
         elif combine == "sum":
             value = np.sum(values, axis=0)
+        elif combine == "mcse":
+            value = float(np.sqrt(np.sum(np.square(values))) / len(values))
         else:
             value = np.mean(np.asarray(values, dtype=float), axis=0)
             label += " (mean over chains)"

@@ -217,6 +217,8 @@ def _load_sampler(folder: Path, step: dict[str, Any]) -> dict[str, Any] | None:
         ],
         "statistics": _kernel_statistics(folder / "statistics.json"),
         "auto": _auto_table(metrics.get("auto")),
+        "schedule": _schedule_table(metrics.get("schedule")),
+        "modes": (metrics.get("modes") or {}).get("message", ""),
         "summary_html": table.head(SUMMARY_ROWS).to_html(classes="summary", float_format=_format, border=0),
         "summary_truncated": len(table) > SUMMARY_ROWS,
         "summary_size": len(table),
@@ -250,6 +252,26 @@ def _auto_table(auto: dict[str, Any] | None) -> dict[str, Any] | None:
         "rows": [[_format(row.get(key)) for key, _ in AUTO_COLUMNS] for row in auto.get("pilots", [])],
         "reason": auto.get("reason", ""),
         "formula": auto.get("formula", ""),
+    }
+
+
+SCHEDULE_COLUMNS = ("scans", "levels", "barrier", "largest rejection", "round trips", "per scan", "in theory")
+
+
+def _schedule_table(schedule: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The rounds that placed a tempering ladder (its metrics' ``schedule``), one row each, and the ladder."""
+    if not schedule:
+        return None
+    rows = [
+        [r["scans"], len(r["betas"]), _format(r["barrier"]), _format(max(r["rejection"])), r["round_trips"],
+         _format(r["round_trip_rate"]), _format(r["theoretical_rate"])]
+        for r in schedule.get("rounds", [])
+    ]  # fmt: skip
+    return {
+        "columns": list(SCHEDULE_COLUMNS),
+        "rows": rows,
+        "betas": " ".join(f"{b:.3g}" for b in schedule["betas"]),
+        "barrier": _format(schedule["barrier"]),
     }
 
 

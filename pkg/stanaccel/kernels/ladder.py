@@ -135,6 +135,11 @@ class PowerLadder(Ladder):
     def densities(self) -> list:
         return [self.parts.posterior, self.parts.prior]
 
+    def log_likelihood(self, x: np.ndarray) -> float:
+        """log posterior - log prior at a point (its cached values where it was just evaluated)."""
+        lp1, lp0, _, _ = self.parts.get(x, gradient=False)
+        return lp1 - lp0 if lp1 > -np.inf and lp0 > -np.inf else -np.inf
+
 
 def power_ladder(posterior, prior, betas=None) -> PowerLadder:
     """h_m = prior x likelihood^beta_m, from the posterior (beta=1) and prior (beta=0) densities.

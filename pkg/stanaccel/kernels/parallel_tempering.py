@@ -9,6 +9,12 @@ one random neighbouring pair per step. Only level 0 (the target) is the
 chain's draw; the state carries every replica. Statistics (swap acceptance
 per pair, round trips of replicas from the target to the top and back)
 travel in the state too, so a run is a pure function of its seed.
+
+On a power ladder the state also keeps, after each scan, the log likelihood
+at every level's point: the summary's stepping-stone evidence
+(:mod:`stanaccel.kernels.evidence`) when the ladder reaches beta = 0, and the
+measured round-trip rate beside the theory's
+(:mod:`stanaccel.kernels.schedule`, which also adapts the betas).
 """
 
 from __future__ import annotations
@@ -18,8 +24,10 @@ from collections.abc import Callable
 import numpy as np
 
 from stanaccel.densities import evaluations
+from stanaccel.kernels.evidence import stepping_stone
 from stanaccel.kernels.ladder import Ladder
 from stanaccel.kernels.metropolis import accept
+from stanaccel.kernels.schedule import limit_rate, round_trip_rate
 from stanaccel.kernels.state import Info, State, UndefinedStartError, check_start
 
 
@@ -42,10 +50,17 @@ class ParallelTempering:
         self.swap = swap
         self.exact = all(k.exact for k in self.kernels)
         self.densities = ladder.densities
+        self.log_likelihood = getattr(ladder, "log_likelihood", None)  # power ladders only
+        self.replica_starts: np.ndarray | None = None  # (levels, dim): where init starts levels 1, 2, ...
 
-    def init(self, position: np.ndarray) -> State:
-        """Every replica starts at ``position``, so every level's density must be defined there."""
-        replicas = [self._init_level(m, position) for m in range(len(self.kernels))]
+    def init(self, position: np.ndarray, replicas: np.ndarray | None = None) -> State:
+        """The target's replica starts at ``position``; level m >= 1 at ``replicas[m]`` (default
+        ``replica_starts``, else ``position``). Each level's density must be defined at its start."""
+        replicas = self.replica_starts if replicas is None else replicas
+        if replicas is not None and len(replicas) != len(self.kernels):
+            raise ValueError(f"{len(replicas)} replica starts for {len(self.kernels)} levels")
+        at = [position if replicas is None or m == 0 else replicas[m] for m in range(len(self.kernels))]
+        replicas = [self._init_level(m, x) for m, x in enumerate(at)]
         n = len(replicas)
         extra = {
             "replicas": replicas,
@@ -57,6 +72,9 @@ class ParallelTempering:
             "swap_accepts": np.zeros(n - 1, dtype=int),
             "level_accepts": np.zeros(n, dtype=int),
         }
+        if self.log_likelihood is not None:
+            extra["log_likelihood"] = np.array([self.log_likelihood(r.position) for r in replicas])
+            extra["log_likelihoods"] = []  # one row per scan: shared and appended to, never copied
         return self._level_zero(replicas[0], extra)
 
     def _init_level(self, level: int, position: np.ndarray) -> State:
@@ -89,10 +107,16 @@ class ParallelTempering:
             extra[key] = extra[key].copy()
         walker_at, last_end = list(extra["walker_at"]), list(extra["last_end"])
         infos = []
+        likelihood = self.log_likelihood
+        if likelihood is not None:
+            extra["log_likelihood"] = extra["log_likelihood"].copy()
         for m, kernel in enumerate(self.kernels):
+            before = replicas[m].position
             replicas[m], info = kernel.step(replicas[m], rng)
             extra["level_accepts"][m] += info.accepted
             infos.append(info)
+            if likelihood is not None and not np.array_equal(before, replicas[m].position):
+                extra["log_likelihood"][m] = likelihood(replicas[m].position)  # cached: just evaluated
         swapped_zero = False
         for m in self.pairs(extra["iteration"], rng):
             low, high = replicas[m], replicas[m + 1]
@@ -106,6 +130,9 @@ class ParallelTempering:
                 replicas[m + 1] = State(low.position, low_at_high)
                 walker_at[m], walker_at[m + 1] = walker_at[m + 1], walker_at[m]
                 swapped_zero |= m == 0
+                if likelihood is not None:
+                    values = extra["log_likelihood"]
+                    values[m], values[m + 1] = values[m + 1], values[m]
         top = len(replicas) - 1
         for level in (0, top):
             walker = walker_at[level]
@@ -119,6 +146,8 @@ class ParallelTempering:
         extra.update(
             replicas=replicas, walker_at=walker_at, last_end=last_end, iteration=extra["iteration"] + 1
         )
+        if likelihood is not None:
+            extra["log_likelihoods"].append(extra["log_likelihood"])
         base = infos[0]
         info = Info(
             accepted=base.accepted or swapped_zero,
@@ -138,15 +167,30 @@ class ParallelTempering:
         extra = state.extra
         attempts = np.maximum(extra["swap_attempts"], 1)
         acceptance = extra["swap_accepts"] / attempts
+        scans = max(extra["iteration"], 1)
         return {
             "swap_acceptance": acceptance.tolist(),
             "communication_barrier": float(np.sum(1 - acceptance)),
             "round_trips": int(extra["round_trips"]),
+            "round_trip_rate": extra["round_trips"] / scans,
+            "theoretical_round_trip_rate": round_trip_rate(1 - acceptance),
+            "limit_round_trip_rate": limit_rate(float(np.sum(1 - acceptance))),
+            **self.evidence(state),
             "inner_acceptance": (extra["level_accepts"] / max(extra["iteration"], 1)).tolist(),
             "betas": None if self.ladder.betas is None else self.ladder.betas.tolist(),
             "evaluations_per_density": [evaluations(d) for d in self.ladder.densities],
             "replicas": [r.position for r in extra["replicas"]],
         }
+
+    def evidence(self, state: State) -> dict:
+        """``log_evidence`` (log Z(1) - log Z(0), by stepping stone over this chain's scans) and
+        ``log_evidence_mcse``, on a power ladder that reaches beta = 0 after 4 scans or more; else nothing.
+        It is the log evidence of the program when its beta = 0 density is a normalised prior."""
+        rows = state.extra.get("log_likelihoods")
+        if not rows or len(rows) < 4 or self.ladder.betas is None or self.ladder.betas[-1] != 0:
+            return {}
+        log_z, mcse = stepping_stone(self.ladder.betas, np.stack(rows))
+        return {"log_evidence": log_z, "log_evidence_mcse": mcse}
 
 
 def all_levels(state: State) -> np.ndarray:

@@ -178,6 +178,9 @@ class KernelFactory:
     evaluate : callable (density, points) -> log densities, or None
         Where a kernel that evaluates batches of points evaluates them
         (:class:`~stanaccel.sampling.batches.ExecutorBatches`); None: on this process's cores.
+    replicas : ndarray (chains, levels, dim), or None
+        Where each chain's tempering levels start (``pt``, ``spt`` after the ladder's adaptation,
+        :mod:`~stanaccel.sampling.schedule`); None: every level at the chain's start.
     """
 
     def __init__(
@@ -194,6 +197,7 @@ class KernelFactory:
         self.seed, self.maps = seed, maps
         self.densities: list[dict[str, Any]] = []
         self.evaluate = None
+        self.replicas: np.ndarray | None = None
 
     def posterior(self):
         """A chain's own Stan instance of the posterior."""
@@ -210,7 +214,10 @@ class KernelFactory:
             raise ValueError(
                 f"method {self.config.method!r} has no kernel (nuts and latent-nuts run Stan's NUTS)"
             )
-        return build(self)
+        kernel = build(self)
+        if self.replicas is not None and isinstance(kernel, ParallelTempering):
+            kernel.replica_starts = self.replicas[chain]
+        return kernel
 
     def on_posterior(self, move):
         """``move`` (such as :func:`mh_move`) on the chain's own posterior, recorded."""
@@ -238,9 +245,10 @@ class KernelFactory:
             if config.betas is None
             else np.asarray(config.betas)
         )
-        if powers:
-            posterior = self.posterior()
-            ladder = power_ladder(posterior, self.model.with_data({**self.data, "beta": 0.0}), betas)
+        if powers:  # constants kept, so that the stepping-stone evidence is the program's
+            posterior = self.timed_posterior()
+            prior = KeepConstants(self.model.with_data({**self.data, "beta": 0.0}))
+            ladder = power_ladder(posterior, prior, betas)
         else:
             observations = observations_for(config, self.model, self.data)
             n = observations.check(self.data)
@@ -253,7 +261,8 @@ class KernelFactory:
             return move(config, density, self.adaptation, float(betas[level]))
 
         if parallel:
-            return ParallelTempering(ladder, make, swap=config.swap)
+            swap = getattr(config, "swap", "even_odd")  # a tempered-transition method's PT pilot: even/odd
+            return ParallelTempering(ladder, make, swap=swap)
         base = move(config, ladder.levels[0], self.adaptation)
         return Cycle([base, TemperedTransitions(ladder, make)])
 

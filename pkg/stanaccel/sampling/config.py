@@ -429,10 +429,12 @@ class HPCNConfig(SamplerConfig):
 class _Tempering(_Inner):
     inner: str = setting("hmc", doc="inner kernel at each level", kind="str", choices=INNER_KERNELS)
     inner_steps: int = setting(1, doc="inner transitions per level (and direction, TT)", kind="int", low=1)
-    levels: int = setting(6, doc="levels above the target (geometric ladder)", kind="int", low=1)
+    levels: int = setting(
+        6, doc="levels above the target (placed ladder: kept if given, else chosen)", kind="int", low=1
+    )
     beta_min: float = setting(
         0.125,
-        doc="smallest beta of the geometric ladder",
+        doc="smallest beta (a placed ladder on pt and tt ends at 0, the prior, unless this is given)",
         kind="number",
         low=0,
         high=1,
@@ -441,6 +443,14 @@ class _Tempering(_Inner):
     )
     betas: list | None = setting(
         doc="explicit ladder (1 = beta_0 > beta_1 > ...), instead of levels", kind="numbers"
+    )
+    schedule_rounds: int = setting(
+        8,
+        doc="rounds of parallel tempering before the draws (2, 4, ..., 2^rounds scans) that place the "
+        "ladder unless betas, or levels and beta_min both, are given: betas spaced to equal swap "
+        "rejections, the number of levels from the barrier; 0: the geometric ladder of levels and beta_min",
+        kind="int",
+        low=0,
     )
     temperature_scaling: str = setting(
         "both",

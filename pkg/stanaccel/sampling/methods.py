@@ -260,7 +260,7 @@ def methods_in(study: str) -> tuple[str, ...]:
 # Kernels: each takes the factory, whose methods give the chain's densities and the warm-up's adaptation.
 
 
-def _inner_move(config: SamplerConfig):
+def inner_move(config: SamplerConfig):
     """The move of ``config``'s inner kernel (its ``inner`` setting)."""
     return METHODS[config.inner].move
 
@@ -282,19 +282,19 @@ def _hessian_pcn(factory: KernelFactory):
 
 
 def _parallel_tempering(factory: KernelFactory):
-    return factory.tempering(parallel=True, move=_inner_move(factory.config))
+    return factory.tempering(parallel=True, move=inner_move(factory.config))
 
 
 def _tempered_transitions(factory: KernelFactory):
-    return factory.tempering(parallel=False, move=_inner_move(factory.config))
+    return factory.tempering(parallel=False, move=inner_move(factory.config))
 
 
 def _discretizing_chain(factory: KernelFactory):
-    return factory.discretizing_chain(_inner_move(factory.config))
+    return factory.discretizing_chain(inner_move(factory.config))
 
 
 def _tempered_approximations(factory: KernelFactory):
-    return factory.tempered_approximations(_inner_move(factory.config))
+    return factory.tempered_approximations(inner_move(factory.config))
 
 
 def _autoencoder_hmc(factory: KernelFactory):
@@ -314,7 +314,7 @@ def _pcn_steps(factory: KernelFactory, density):
 
 
 def _inner_steps(factory: KernelFactory, density):
-    config, adaptation, move = factory.config, factory.adaptation, _inner_move(factory.config)
+    config, adaptation, move = factory.config, factory.adaptation, inner_move(factory.config)
     return lambda h: move(config, density, adaptation, step=h)
 
 

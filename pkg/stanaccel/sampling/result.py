@@ -200,6 +200,8 @@ class SampleResult(Result):
                 else {}
             ),
             **({"warmup": jsonable(self.reports["warmup"])} if "warmup" in self.reports else {}),
+            **({"schedule": jsonable(self.reports["schedule"])} if "schedule" in self.reports else {}),
+            **({"modes": jsonable(self.reports["modes"])} if "modes" in self.reports else {}),
             **({"auto": jsonable(self.reports["auto"])} if "auto" in self.reports else {}),
         }
 

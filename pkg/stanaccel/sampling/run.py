@@ -21,16 +21,18 @@ import numpy as np
 
 from stanaccel.approx import KeepConstants
 from stanaccel.densities import evaluations
+from stanaccel.diagnostics.modes import modes_report
 from stanaccel.executors import Executor, SerialExecutor
 from stanaccel.kernels import KernelRun, run_chains
 from stanaccel.kernels.driver import quantity_fields
 from stanaccel.sampling.batches import batch_evaluator
 from stanaccel.sampling.build import KernelFactory
 from stanaccel.sampling.chains import run_chains_on
-from stanaccel.sampling.config import SamplerConfig
+from stanaccel.sampling.config import NUTS_WARMUP, PTConfig, SamplerConfig, TTConfig
 from stanaccel.sampling.methods import StepTuning, method_spec
 from stanaccel.sampling.program import describe_approximation, prepare_approximations
 from stanaccel.sampling.result import SampleResult, method_label
+from stanaccel.sampling.schedule import adapt_ladder, adapts_schedule
 from stanaccel.sampling.training import Trained, train
 from stanaccel.sampling.warmup import Adaptation, charge_borrowed, checkpoint_part, read_warmup
 from stanaccel.seeds import spawn_seeds
@@ -48,6 +50,7 @@ SEEDS = (
     "optimisation",
     "quantities",
     "warmup",
+    "schedule",
 )
 
 
@@ -149,6 +152,14 @@ def run_sampler(
     resolved, sources_used = config.resolve(tuned)
     factory.config = resolved
     starts = _starts(adaptation.starts, resolved.chains)
+    if adapts_schedule(resolved):
+        schedule, charged["schedule"] = adapt_ladder(resolved, model, data, adaptation, starts,
+                                                     seed=seeds["schedule"], subsets_seed=seeds["subsets"],
+                                                     say=say)  # fmt: skip
+        resolved = resolved.replace(betas=[float(b) for b in schedule.betas])
+        factory.config, sources_used["betas"] = resolved, "adapted"
+        factory.replicas, starts = schedule.replicas, schedule.positions  # where the adaptation left them
+        reports["schedule"] = schedule.report()
     thin = getattr(resolved, "thin", 1)
     say(f"{method_label(resolved)}: {resolved.chains} chains x {resolved.draws} draws" + (
         f" (every {thin}th of {resolved.draws * thin})" if thin > 1 else ""))  # fmt: skip
@@ -185,11 +196,26 @@ def run_sampler(
     if thin > 1:
         reports["iterations"] = resolved.chains * resolved.draws * thin
     reports["summaries"] = run.summaries
+    modes = _modes(adaptation, run, tempering=isinstance(resolved, PTConfig | TTConfig))
+    if modes:
+        reports["modes"] = modes
+        if modes["message"]:
+            say(f"modes: {modes['message']}")
     reports["density_costs"] = [
         {"exact": _cost(d["exact"]), "approx": [_cost(a) for a in d["approx"]]} for d in densities
     ]
     say_failed_quantities(run, say)
     return SampleResult(resolved, sources_used, run, name, seed, charged, reports)
+
+
+def _modes(adaptation: Adaptation, run: KernelRun, tempering: bool) -> dict:
+    """:func:`~stanaccel.diagnostics.modes.modes_report` of the NUTS warm-up's chains (with a tempering
+    run's draws); empty without a NUTS warm-up of two chains or more."""
+    chains = len(adaptation.starts)
+    if adaptation.warmup != NUTS_WARMUP or adaptation.draws is None or chains < 2:
+        return {}
+    warmup = adaptation.draws.reshape(chains, -1, adaptation.draws.shape[-1])
+    return modes_report(warmup, run.positions if tempering else None)
 
 
 def _log_density(state) -> float:

@@ -1,0 +1,104 @@
+"""Separated modes: warm-up chains that settled apart, and mass a tempering run found beyond them.
+
+NUTS explores the mode it starts in. On a posterior whose modes are separated
+by a region of low density, each chain stays where its warm-up took it:
+every chain is a confident answer, and together they are a wrong one, whose
+weights among the modes follow the starts. Two checks, from the draws alone:
+
+- :func:`chain_regions`: groups the warm-up's chains by whether their
+  draws overlap. More than one group says the chains settled in separated
+  regions, so the posterior likely has several modes that NUTS cannot move
+  between.
+- :func:`beyond_reference`: the share of a run's draws (the target level of a
+  tempering run) farther from every reference draw (NUTS's warm-up draws) than
+  those draws are from one another. A tempering run with mass there found a
+  region that no NUTS chain visited.
+
+"Overlap" and "farther" are measured on coordinates divided by their
+within-chain sd. The unit is the reference's spacing: the 99th percentile of
+its draws' distances to their nearest neighbour. A draw is apart when its
+nearest reference draw is more than :data:`APART` spacings away.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from scipy.spatial import cKDTree
+
+APART = 3.0
+"""Spacings (the reference's 99th-percentile nearest-neighbour distance) beyond which a draw is apart."""
+
+MOSTLY = 0.5
+"""Share of a chain's draws apart from another chain's above which the two chains do not overlap."""
+
+
+def _scale(chains: np.ndarray) -> np.ndarray:
+    """Each coordinate's within-chain sd, pooled over chains (chains, draws, dim) -> (dim,)."""
+    sd = np.sqrt(np.mean(np.var(chains, axis=1), axis=0))
+    return np.where(sd > 0, sd, 1.0)
+
+
+def _spacing(points: np.ndarray) -> float:
+    """The 99th percentile of each point's distance to its nearest other point."""
+    distances, _ = cKDTree(points).query(points, k=2)
+    return float(np.quantile(distances[:, 1], 0.99))
+
+
+def chain_regions(chains: np.ndarray) -> list[list[int]]:
+    """Groups of chains whose draws overlap, from draws (chains, draws, dim); one group when all do.
+
+    Chains a and b overlap unless more than :data:`MOSTLY` of either's draws are more than
+    :data:`APART` spacings from every draw of the other.
+    """
+    chains = np.asarray(chains, dtype=float)
+    n = len(chains)
+    scaled = chains / _scale(chains)
+    unit = APART * _spacing(scaled.reshape(-1, scaled.shape[-1]))
+    trees = [cKDTree(c) for c in scaled]
+    linked = np.eye(n, dtype=bool)
+    for a in range(n):
+        for b in range(a + 1, n):
+            apart_ab = np.mean(trees[b].query(scaled[a])[0] > unit)
+            apart_ba = np.mean(trees[a].query(scaled[b])[0] > unit)
+            linked[a, b] = linked[b, a] = max(apart_ab, apart_ba) <= MOSTLY
+    groups: list[list[int]] = []
+    for c in range(n):  # connected components
+        touching = [g for g in groups if any(linked[c, other] for other in g)]
+        merged = sorted({c, *(x for g in touching for x in g)})
+        groups = [g for g in groups if g not in touching] + [merged]
+    return sorted(groups)
+
+
+def beyond_reference(draws: np.ndarray, reference: np.ndarray) -> float:
+    """The share of ``draws`` (n, dim) farther than :data:`APART` spacings from every draw of
+    ``reference`` (chains, draws, dim)."""
+    reference = np.asarray(reference, dtype=float)
+    scale = _scale(reference)
+    pooled = (reference / scale).reshape(-1, reference.shape[-1])
+    distances, _ = cKDTree(pooled).query(np.asarray(draws, dtype=float) / scale)
+    return float(np.mean(distances > APART * _spacing(pooled)))
+
+
+def modes_report(warmup_chains: np.ndarray, draws: np.ndarray | None = None) -> dict:
+    """What the two checks say, with a sentence for the log: ``regions`` (groups of warm-up chains),
+    ``beyond`` (the share of ``draws`` beyond them, if given) and ``message`` ("" when nothing)."""
+    regions = chain_regions(warmup_chains)
+    report: dict = {"regions": regions}
+    lines = []
+    if len(regions) > 1:
+        shown = " and ".join("[" + ", ".join(map(str, g)) + "]" for g in regions)
+        lines.append(
+            f"the warm-up's NUTS chains settled in {len(regions)} separated regions (chains {shown}): the "
+            "posterior likely has several modes, which NUTS's chains cannot move between, so NUTS weights "
+            "them by where its chains started; tempering (pt) moves between them"
+        )
+    if draws is not None:
+        flat = np.asarray(draws).reshape(-1, warmup_chains.shape[-1])
+        report["beyond"] = beyond_reference(flat, warmup_chains)
+        if report["beyond"] > 0.01:
+            lines.append(
+                f"{report['beyond']:.0%} of the draws lie where no NUTS warm-up chain went: a region that "
+                "NUTS started as the warm-up was would have missed"
+            )
+    report["message"] = "; ".join(lines)
+    return report

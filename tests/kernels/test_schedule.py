@@ -1,0 +1,160 @@
+"""The adaptive tempering schedule and the stepping-stone evidence, on targets whose barrier and
+evidence are known in closed form (NumPy densities: no Stan compile)."""
+
+import numpy as np
+import pytest
+from scipy import integrate, special, stats
+
+from stanaccel.diagnostics.metrics import combined_statistics, method_statistics
+from stanaccel.kernels import FunctionDensity, ParallelTempering, RandomWalkMetropolis, run_chains
+from stanaccel.kernels.ladder import power_ladder
+from stanaccel.kernels.schedule import (
+    adapt_schedule,
+    equalised_betas,
+    levels_for_barrier,
+    limit_rate,
+    round_trip_rate,
+)
+from stanaccel.kernels.state import Info, State
+
+DIM, CURVATURE = 3, np.expm1(5.0)  # prior N(0, I), likelihood exp(-c |x|^2 / 2), log(1 + c) = 5
+
+
+def gaussian_family():
+    """(posterior, prior): h_beta = N(x | 0, I / (1 + beta c)) up to its normaliser."""
+
+    def prior(x):
+        return float(-0.5 * x @ x - 0.5 * DIM * np.log(2 * np.pi))
+
+    def posterior(x):
+        return prior(x) - 0.5 * CURVATURE * float(x @ x)
+
+    return FunctionDensity(DIM, posterior), FunctionDensity(DIM, prior)
+
+
+def gaussian_barrier() -> float:
+    """Lambda = int_0^1 (1/2) E|V - V'| d beta, V = c |x|^2 / 2 with x ~ N(0, I / (1 + beta c)):
+    (1/4) E|chi2_d - chi2_d'| log(1 + c), and E|A - A'| = 2 int F (1 - F) for iid A, A'."""
+    spread = 2 * integrate.quad(lambda t: stats.chi2.cdf(t, DIM) * stats.chi2.sf(t, DIM), 0, np.inf)[0]
+    return 0.25 * spread * np.log1p(CURVATURE)
+
+
+class ExactDraw:
+    """A level's exact Gaussian draw as its inner kernel: the local exploration the theory assumes."""
+
+    exact = True
+
+    def __init__(self, density, beta: float):
+        self.density, self.sd = density, 1 / np.sqrt(1 + beta * CURVATURE)
+
+    def init(self, position):
+        return State(np.asarray(position, dtype=float), self.density.log_density(position))
+
+    def step(self, state, rng):
+        x = self.sd * rng.standard_normal(DIM)
+        return State(x, self.density.log_density(x)), Info(True, 1.0)
+
+
+def exact_pt(betas):
+    ladder = power_ladder(*gaussian_family(), betas)
+    return ParallelTempering(ladder, lambda density, m: ExactDraw(density, ladder.betas[m]))
+
+
+def test_levels_for_barrier_reach_the_share_of_the_limit():
+    for barrier in (0.5, 2.0, 6.0, 12.0):
+        n = levels_for_barrier(barrier)
+        equal = np.full(n - 1, barrier / (n - 1))
+        assert round_trip_rate(equal) >= 0.8 * limit_rate(barrier)
+        if n > 3:  # one level fewer misses it
+            assert round_trip_rate(np.full(n - 2, barrier / (n - 2))) < 0.8 * limit_rate(barrier)
+
+
+def test_equal_rejections_keep_the_betas_and_unequal_ones_move_them():
+    betas = np.linspace(1, 0, 6)
+    np.testing.assert_allclose(equalised_betas(betas, np.full(5, 0.3), 6), betas, atol=1e-12)
+    moved = equalised_betas(betas, [0.9, 0.1, 0.1, 0.1, 0.1], 6)  # the barrier sits near beta = 1
+    assert moved[0] == 1 and moved[-1] == 0 and np.all(np.diff(moved) < 0)
+    assert moved[1] > betas[1]  # levels crowd where the rejections were
+
+
+def test_adapted_schedule_on_a_gaussian_family_has_the_known_barrier_and_round_trip_rate():
+    truth = gaussian_barrier()
+    rngs = [np.random.default_rng(s) for s in np.random.SeedSequence(5).spawn(2)]
+    schedule = adapt_schedule(exact_pt, np.zeros((2, DIM)), rngs, np.linspace(1, 0, 6), rounds=9)
+    assert abs(schedule.barrier - truth) < 0.1 * truth
+    assert abs(len(schedule.betas) - levels_for_barrier(truth)) <= 1
+    last = np.asarray(schedule.rounds[-1].rejection)
+    assert np.ptp(last) < 0.15  # equalised: every pair rejects about Lambda / (levels - 1)
+    run = run_chains(exact_pt(schedule.betas), np.zeros((2, DIM)), 3000, seed=7)
+    measured = np.mean([s["round_trip_rate"] for s in run.summaries])
+    assert abs(measured - limit_rate(truth)) < 0.25 * limit_rate(truth)
+
+
+def test_a_user_given_number_of_levels_is_kept():
+    rngs = [np.random.default_rng(1)]
+    schedule = adapt_schedule(exact_pt, np.zeros((1, DIM)), rngs, np.linspace(1, 0, 6), rounds=5, n_levels=9)
+    assert len(schedule.betas) == 9
+    assert [len(r.betas) for r in schedule.rounds] == [6, 9, 9, 9, 9]
+
+
+def evidence(run) -> tuple[float, float]:
+    rows = dict(combined_statistics(method_statistics(run.summaries)))
+    return rows[next(k for k in rows if k.startswith("log evidence"))], rows["its Monte Carlo standard error"]
+
+
+def test_stepping_stone_evidence_of_the_gaussian_family():
+    exact = -0.5 * DIM * np.log1p(CURVATURE)  # int N(x | 0, I) exp(-c |x|^2 / 2) dx
+    rngs = [np.random.default_rng(s) for s in np.random.SeedSequence(8).spawn(2)]
+    schedule = adapt_schedule(exact_pt, np.zeros((2, DIM)), rngs, np.linspace(1, 0, 6), rounds=6)
+    run = run_chains(exact_pt(schedule.betas), np.zeros((4, DIM)), 1000, seed=9)
+    log_z, mcse = evidence(run)
+    assert abs(log_z - exact) < 3 * mcse and mcse < 0.1
+
+
+# Poisson-gamma on the log scale: y_i ~ Poisson(lambda), lambda ~ Gamma(A, B), sampled in
+# u = log lambda with the Jacobian, as Stan would (random-walk Metropolis at each level).
+A, B = 2.0, 0.5
+COUNTS = np.array([3, 7, 4, 6, 5, 2, 8, 5])
+
+
+def poisson_gamma():
+    def prior(u):
+        return float(stats.gamma.logpdf(np.exp(u[0]), A, scale=1 / B) + u[0])
+
+    def posterior(u):
+        return prior(u) + float(np.sum(stats.poisson.logpmf(COUNTS, np.exp(u[0]))))
+
+    return FunctionDensity(1, posterior), FunctionDensity(1, prior)
+
+
+def poisson_gamma_evidence() -> float:
+    n, total = len(COUNTS), COUNTS.sum()
+    return float(A * np.log(B) - special.gammaln(A) + special.gammaln(A + total)
+                 - (A + total) * np.log(B + n) - np.sum(special.gammaln(COUNTS + 1)))  # fmt: skip
+
+
+def test_stepping_stone_evidence_of_a_poisson_gamma_model():
+    def pt(betas):
+        ladder = power_ladder(*poisson_gamma(), betas)
+        return ParallelTempering(
+            ladder,
+            lambda density, m: RandomWalkMetropolis(density, scale=0.15 / np.sqrt(ladder.betas[m] + 0.02)),
+        )
+
+    starts = np.full((4, 1), np.log(5.0))
+    rngs = [np.random.default_rng(s) for s in np.random.SeedSequence(3).spawn(4)]
+    schedule = adapt_schedule(pt, starts, rngs, np.linspace(1, 0, 6), rounds=6)
+    run = run_chains(pt(schedule.betas), schedule.positions, 3000, seed=4)
+    log_z, mcse = evidence(run)
+    assert abs(log_z - poisson_gamma_evidence()) < 3 * mcse and mcse < 0.1
+
+
+def test_a_ladder_that_stops_above_zero_reports_no_evidence():
+    run = run_chains(exact_pt(np.geomspace(1, 1 / 8, 5)), np.zeros((1, DIM)), 50, seed=1)
+    assert "log_evidence" not in run.summaries[0]
+
+
+@pytest.mark.parametrize("bad", [[1, 0.5], [0.9, 0.5, 0]])
+def test_equalised_betas_check_their_input(bad):
+    with pytest.raises(ValueError):
+        equalised_betas(bad, [0.1, 0.1], 3)
