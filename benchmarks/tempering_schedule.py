@@ -1,8 +1,9 @@
 """The placed tempering ladder against the fixed geometric one, with pt on Stan programs.
 
-For each posterior: `stanaccel.sampling.sample(program, data, "pt", ...)` twice with the same seed.
+For each posterior: `stanaccel.sampling.sample(program, data, "pt", ...)` three times with the same seed.
 "before" is the ladder used before placement existed: `schedule_rounds = 0`, i.e. the geometric ladder
-of 6 levels above the target down to beta = 1/8. "after" is the default placed ladder. Each run prints:
+of 6 levels above the target down to beta = 1/8. "placed to 1/8" places a ladder over the same span
+(`beta_min = 0.125`), "after" is the default placed ladder, down to the prior. Each run prints:
 
 - the number of levels and the global barrier Lambda (after: the schedule's estimate; before: the sum
   of the kept run's rejection rates);
@@ -39,6 +40,12 @@ from stanaccel.stan import compile_program
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from tests.sampling.programs import BIMODAL, BIMODAL_LOG_EVIDENCE  # noqa: E402
 
+LADDERS = (
+    ("before", {"schedule_rounds": 0}),
+    ("placed to 1/8", {"beta_min": 0.125}),
+    ("after", {}),
+)
+
 
 def mvn_evidence(data: dict) -> float:
     mean, cov = exact_posterior({**data, "beta": 1.0})
@@ -67,7 +74,8 @@ def row(name: str, label: str, result, exact) -> str:
     trips = int(np.sum(statistics["round_trips"]))
     rate = float(np.mean(statistics["round_trip_rate"]))
     sampling, charged = metrics["sampling_seconds"], metrics["wall_seconds"]
-    cells = [name, label, str(len(result.config.betas)), f"{barrier:.2f}", f"{rate:.3f}",
+    levels = len(result.config.betas) if result.config.betas else result.config.levels + 1
+    cells = [name, label, str(levels), f"{barrier:.2f}", f"{rate:.3f}",
              f"{1 / (2 + 2 * barrier):.3f}", f"{trips / sampling:.1f}", f"{trips / charged:.1f}"]  # fmt: skip
     if "log_evidence" in statistics:
         chains, errors = np.asarray(statistics["log_evidence"]), np.asarray(statistics["log_evidence_mcse"])
@@ -88,15 +96,17 @@ def main() -> None:
     parser.add_argument("names", nargs="*", default=["bimodal", "mvn", "gp"])
     parser.add_argument("--draws", type=int, default=1000)
     args = parser.parse_args()
-    print("| posterior | ladder | levels | barrier | round trips / scan | limit | per s sampling | per s charged "
-          "| log evidence (exact) | right mode |")  # fmt: skip
+    print("| posterior | ladder | levels | barrier | round trips / scan | limit | per s sampling "
+          "| per s charged | log evidence (exact) | right mode |")  # fmt: skip
     print("|---" * 10 + "|")
     with tempfile.TemporaryDirectory() as folder:
         chosen = posteriors(Path(folder))
         for name in args.names:
             program, data, exact = chosen[name]
-            for label, settings in (("before", {"schedule_rounds": 0}), ("after", {})):
-                result = sample(program, data, "pt", {"draws": args.draws, **settings}, seed=2, progress=False)
+            for label, settings in LADDERS:
+                result = sample(
+                    program, data, "pt", {"draws": args.draws, **settings}, seed=2, progress=False
+                )
                 print(row(name, label, result, exact), flush=True)
 
 

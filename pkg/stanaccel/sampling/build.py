@@ -257,8 +257,10 @@ class KernelFactory:
             )
         self.record(posterior if powers else ladder.levels[0])
 
+        hottest = float(np.min(betas[betas > 0]))  # the prior (beta = 0) widens as the next level up does
+
         def make(density, level):
-            return move(config, density, self.adaptation, float(betas[level]))
+            return move(config, density, self.adaptation, float(betas[level]) or hottest)
 
         if parallel:
             swap = getattr(config, "swap", "even_odd")  # a tempered-transition method's PT pilot: even/odd
