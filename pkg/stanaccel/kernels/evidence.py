@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from stanaccel.diagnostics.metrics import mcse_mean
 from stanaccel.kernels.ladder import check_betas
 
 
@@ -40,6 +39,8 @@ def stepping_stone(betas, log_likelihoods) -> tuple[float, float]:
     log_likelihoods : ndarray (draws, levels) or (chains, draws, levels)
         log L at each level's point after each scan.
     """
+    from stanaccel.diagnostics.metrics import mcse_mean  # ArviZ, loaded only when an evidence is asked for
+
     betas = check_betas(betas)
     values = np.asarray(log_likelihoods, dtype=float)
     values = values[None] if values.ndim == 2 else values
