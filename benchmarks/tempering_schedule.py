@@ -29,10 +29,9 @@ import tempfile
 from pathlib import Path
 
 import numpy as np
-from scipy import stats
 
 from stanaccel.datasets import generate
-from stanaccel.datasets.mvn_mean import exact_posterior
+from stanaccel.datasets.mvn_mean import exact_log_evidence
 from stanaccel.programs import program_path
 from stanaccel.sampling import sample
 from stanaccel.stan import compile_program
@@ -47,21 +46,13 @@ LADDERS = (
 )
 
 
-def mvn_evidence(data: dict) -> float:
-    mean, cov = exact_posterior({**data, "beta": 1.0})
-    x = np.asarray(data["x"])
-    return float(stats.multivariate_normal(mean, data["Sigma"]).logpdf(x).sum()
-                 + stats.multivariate_normal(data["mu0"], data["Sigma0"]).logpdf(mean)
-                 - stats.multivariate_normal(mean, cov).logpdf(mean))  # fmt: skip
-
-
 def posteriors(folder: Path) -> dict:
     path = folder / "bimodal.stan"
     path.write_text(BIMODAL)
     mvn = generate("mvn_mean", N=20, D=3, seed=7).data
     return {
         "bimodal": (compile_program(path), {}, BIMODAL_LOG_EVIDENCE),
-        "mvn": (compile_program(program_path("mvn_mean")), mvn, mvn_evidence(mvn)),
+        "mvn": (compile_program(program_path("mvn_mean")), mvn, exact_log_evidence(mvn)),
         "gp": (compile_program(program_path("gp_ard")), generate("gp_ard", N=64, D=3, seed=7).data, None),
     }
 

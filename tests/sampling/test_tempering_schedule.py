@@ -3,10 +3,9 @@ posterior that NUTS gets wrong and default-setting PT gets right."""
 
 import numpy as np
 import pytest
-from scipy import stats
 
 from stanaccel.datasets import generate
-from stanaccel.datasets.mvn_mean import exact_posterior
+from stanaccel.datasets.mvn_mean import exact_log_evidence
 from stanaccel.kernels.schedule import levels_for_acceptance, levels_for_trajectories
 from stanaccel.sampling import sample
 from stanaccel.stan import compile_program
@@ -22,20 +21,11 @@ def evidence(result) -> tuple[float, float]:
     return float(chains.mean()), float(np.sqrt(np.sum(errors**2)) / len(errors))
 
 
-def mvn_log_evidence(data: dict) -> float:
-    """log p(x) = log p(x | t) + log p(t) - log p(t | x) at any t (here the posterior mean)."""
-    mean, cov = exact_posterior({**data, "beta": 1.0})
-    x = np.asarray(data["x"])
-    return float(stats.multivariate_normal(mean, data["Sigma"]).logpdf(x).sum()
-                 + stats.multivariate_normal(data["mu0"], data["Sigma0"]).logpdf(mean)
-                 - stats.multivariate_normal(mean, cov).logpdf(mean))  # fmt: skip
-
-
 def test_pt_adapts_its_ladder_and_reports_the_evidence_of_a_conjugate_model(mvn_program):
     data = generate("mvn_mean", N=20, D=3, seed=7).data
     result = sample(mvn_program, data, "pt", {"warmup": 300, "draws": 600}, seed=3, **QUIET)
     log_z, mcse = evidence(result)
-    assert abs(log_z - mvn_log_evidence(data)) < 3 * mcse and mcse < 0.1
+    assert abs(log_z - exact_log_evidence(data)) < 3 * mcse and mcse < 0.1
     metrics = result.metrics()
     schedule = metrics["schedule"]
     assert schedule["betas"][0] == 1 and schedule["betas"][-1] == 0  # down to the prior

@@ -38,3 +38,17 @@ def exact_posterior(data: dict) -> tuple[np.ndarray, np.ndarray]:
     covariance = np.linalg.inv(precision)
     mean = covariance @ (prior_precision @ np.asarray(data["mu0"], float) + beta * noise_precision @ x.sum(0))
     return mean, covariance
+
+
+def exact_log_evidence(data: dict) -> float:
+    """log p(x) of the untempered model, with every constant: log p(x | t) + log p(t) - log p(t | x),
+    which holds at any t (here the posterior mean)."""
+    from scipy.stats import multivariate_normal
+
+    mean, cov = exact_posterior({**data, "beta": 1.0})
+    x = np.asarray(data["x"], dtype=float).reshape(-1, int(data["D"]))
+    return float(
+        multivariate_normal(mean, data["Sigma"]).logpdf(x).sum()
+        + multivariate_normal(data["mu0"], data["Sigma0"]).logpdf(mean)
+        - multivariate_normal(mean, cov).logpdf(mean)
+    )
