@@ -78,7 +78,7 @@ METHOD_STATISTICS = {  # key in a kernel's summary -> (label, how chains combine
     "round_trip_rate": ("round trips per scan", "mean"),
     "limit_round_trip_rate": ("round trips per scan in theory, 1 / (2 + 2 barrier), many levels", "mean"),
     "log_evidence": ("log evidence log p(data), stepping stone over the ladder", "mean"),
-    "log_evidence_mcse": ("its Monte Carlo standard error", "mcse"),
+    "log_evidence_mcse": ("log evidence: its Monte Carlo standard error", "mcse"),
     "inner_acceptance": ("inner acceptance per level", "mean"),
     "tt_acceptance": ("tempered-transition acceptance", "mean"),
     "betas": ("ladder (beta per level)", "first"),

@@ -169,6 +169,7 @@ class Schedule:
 
     positions: np.ndarray | None = None  # each chain's point at the target level (chains, dim)
     trajectory_pilot: dict | None = None  # tempered transitions: the pilot's levels and acceptance
+    note: str = ""  # what the caller changed, said in the report
 
     def report(self) -> dict:
         """Plain values for ``metrics.json`` and the report."""
@@ -179,6 +180,7 @@ class Schedule:
             "limit_round_trip_rate": limit_rate(self.barrier),
             "rounds": [vars(r) for r in self.rounds],
             **({"trajectory_pilot": self.trajectory_pilot} if self.trajectory_pilot else {}),
+            **({"note": self.note} if self.note else {}),
         }
 
 

@@ -56,10 +56,17 @@ def adapts_schedule(config: SamplerConfig) -> bool:
     return config.schedule_rounds > 0 and not {"levels", "beta_min"} <= config.user_keys()
 
 
-def starting_betas(config: PTConfig | TTConfig) -> np.ndarray:
-    """The first round's ladder: ``levels`` + 1 betas evenly from 1 to the hot end (see the module)."""
-    hot = config.beta_min if "beta_min" in config.user_keys() or "beta" not in config.needs else 0.0
+def starting_betas(config: PTConfig | TTConfig, to_prior: bool = True) -> np.ndarray:
+    """The first round's ladder: ``levels`` + 1 betas evenly from 1 to the hot end (see the module);
+    ``to_prior=False`` ends it at ``beta_min`` whatever the method."""
+    given = "beta_min" in config.user_keys() or "beta" not in config.needs
+    hot = config.beta_min if given or not to_prior else 0.0
     return np.linspace(1.0, hot, config.levels + 1)
+
+
+PRIOR_REJECTION = 0.95
+"""Swap rejection of the prior (beta = 0) with its neighbour, in the last round, above which the prior is
+taken for improper (its replica wanders off where the likelihood is nil) and the ladder stops at beta_min."""
 
 
 def adapt_ladder(
@@ -90,10 +97,22 @@ def adapt_ladder(
     given = config.levels + 1 if "levels" in config.user_keys() else None
     parallel = isinstance(config, PTConfig)
     say(f"placing the ladder: {config.schedule_rounds} rounds of parallel tempering, {len(starts)} chains")
-    schedule = adapt_schedule(lambda betas: kernel(betas, True), starts,
-                              [np.random.default_rng(s) for s in sequences], starting_betas(config),
+
+    def place(to_prior: bool) -> Schedule:
+        return adapt_schedule(lambda betas: kernel(betas, True), starts,
+                              [np.random.default_rng(s) for s in sequences], starting_betas(config, to_prior),
                               rounds=config.schedule_rounds, n_levels=given if parallel else None,
                               say=say)  # fmt: skip
+
+    schedule = place(to_prior=True)
+    last = schedule.rounds[-1]
+    if last.betas[-1] == 0 and last.rejection[-1] > PRIOR_REJECTION:
+        say(f"the prior (beta = 0) refused {last.rejection[-1]:.0%} of its swaps with the next level: it "
+            "looks improper (a parameter without a proper prior), so it has no evidence; placing the ladder "
+            f"down to beta_min = {config.beta_min} instead (give every parameter a proper prior, or set "
+            "beta_min)")  # fmt: skip
+        schedule = place(to_prior=False)
+        schedule.note = "the prior looked improper: the ladder stops at beta_min and no evidence is reported"
     if not parallel:
         _for_transitions(schedule, given, lambda betas: kernel(betas, False), seed + 1, say)
     seconds = time.perf_counter() - started
