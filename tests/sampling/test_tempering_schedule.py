@@ -76,4 +76,3 @@ def test_tempered_transitions_take_the_pilot_barrier_with_the_levels_trajectorie
     assert len(result.config.betas) == levels_for_acceptance(pilot["levels"], pilot["acceptance"])
     assert result.config.betas[-1] == 0 and schedule["levels"] == len(result.config.betas)
     assert 0.15 < np.mean(result.metrics()["method_statistics"]["tt_acceptance"]) < 0.6  # aimed at 0.3
-
