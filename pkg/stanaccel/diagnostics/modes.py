@@ -31,6 +31,11 @@ APART = 3.0
 MOSTLY = 0.5
 """Share of a chain's draws apart from another chain's above which the two chains do not overlap."""
 
+MAX_PER_CHAIN, MAX_DRAWS = 250, 2000
+"""Draws kept (evenly spaced) per warm-up chain and of the run checked: nearest-neighbour queries
+slow down with the dimension (4 s for 4 x 500 warm-up draws in 500 dimensions), and the checks need
+only the regions' outlines."""
+
 
 def _scale(chains: np.ndarray) -> np.ndarray:
     """Each coordinate's within-chain sd, pooled over chains (chains, draws, dim) -> (dim,)."""
@@ -82,6 +87,8 @@ def beyond_reference(draws: np.ndarray, reference: np.ndarray) -> float:
 def modes_report(warmup_chains: np.ndarray, draws: np.ndarray | None = None) -> dict:
     """What the two checks say, with a sentence for the log: ``regions`` (groups of warm-up chains),
     ``beyond`` (the share of ``draws`` beyond them, if given) and ``message`` ("" when nothing)."""
+    warmup_chains = np.asarray(warmup_chains)
+    warmup_chains = warmup_chains[:, :: -(-warmup_chains.shape[1] // MAX_PER_CHAIN)]
     regions = chain_regions(warmup_chains)
     report: dict = {"regions": regions}
     lines = []
@@ -94,6 +101,7 @@ def modes_report(warmup_chains: np.ndarray, draws: np.ndarray | None = None) -> 
         )
     if draws is not None:
         flat = np.asarray(draws).reshape(-1, warmup_chains.shape[-1])
+        flat = flat[:: -(-len(flat) // MAX_DRAWS)]
         report["beyond"] = beyond_reference(flat, warmup_chains)
         if report["beyond"] > 0.01:
             lines.append(
