@@ -3,11 +3,14 @@
 For each posterior: `stanaccel.sampling.sample(program, data, "pt", ...)` three times with the same seed.
 "before" is the ladder used before placement existed: `schedule_rounds = 0`, i.e. the geometric ladder
 of 6 levels above the target down to beta = 1/8. "placed to 1/8" places a ladder over the same span
-(`beta_min = 0.125`), "after" is the default placed ladder, down to the prior. Each run prints:
+(`beta_min = 0.125`), "after" is the default placed ladder, down to the prior; "after, 2 inner steps"
+the same with two inner moves per level and scan (closer to the theory's perfect exploration, at twice
+the cost of a scan). Each run prints:
 
 - the number of levels and the global barrier Lambda (after: the schedule's estimate; before: the sum
   of the kept run's rejection rates);
-- the round trips per scan beside the limit 1 / (2 + 2 Lambda);
+- the round trips per scan beside the theory's rate for the ladder run, 1 / (2 + 2 sum r / (1 - r)) over
+  its measured pair rejections r, and the limit 1 / (2 + 2 Lambda) of many levels;
 - the round trips per second of sampling, and per second charged (warm-up and placing included);
 - the log evidence with its Monte Carlo error, against the exact value where one is known;
 - the right-mode share (bimodal only), truth 0.65.
@@ -32,6 +35,7 @@ import numpy as np
 
 from stanaccel.datasets import generate
 from stanaccel.datasets.mvn_mean import exact_log_evidence
+from stanaccel.kernels.schedule import limit_rate, round_trip_rate
 from stanaccel.programs import program_path
 from stanaccel.sampling import sample
 from stanaccel.stan import compile_program
@@ -43,6 +47,7 @@ LADDERS = (
     ("before", {"schedule_rounds": 0}),
     ("placed to 1/8", {"beta_min": 0.125}),
     ("after", {}),
+    ("after, 2 inner steps", {"inner_steps": 2}),
 )
 
 
@@ -64,10 +69,11 @@ def row(name: str, label: str, result, exact) -> str:
     barrier = schedule["barrier"] if schedule else float(np.mean(statistics["communication_barrier"]))
     trips = int(np.sum(statistics["round_trips"]))
     rate = float(np.mean(statistics["round_trip_rate"]))
+    theory = float(np.mean([round_trip_rate(1 - np.asarray(a)) for a in statistics["swap_acceptance"]]))
     sampling, charged = metrics["sampling_seconds"], metrics["wall_seconds"]
     levels = len(result.config.betas) if result.config.betas else result.config.levels + 1
-    cells = [name, label, str(levels), f"{barrier:.2f}", f"{rate:.3f}",
-             f"{1 / (2 + 2 * barrier):.3f}", f"{trips / sampling:.1f}", f"{trips / charged:.1f}"]  # fmt: skip
+    cells = [name, label, str(levels), f"{barrier:.2f}", f"{rate:.3f}", f"{theory:.3f}",
+             f"{limit_rate(barrier):.3f}", f"{trips / sampling:.1f}", f"{trips / charged:.1f}"]  # fmt: skip
     if "log_evidence" in statistics:
         chains, errors = np.asarray(statistics["log_evidence"]), np.asarray(statistics["log_evidence_mcse"])
         mcse = np.sqrt(np.sum(errors**2)) / len(errors)
@@ -87,9 +93,9 @@ def main() -> None:
     parser.add_argument("names", nargs="*", default=["bimodal", "mvn", "gp"])
     parser.add_argument("--draws", type=int, default=1000)
     args = parser.parse_args()
-    print("| posterior | ladder | levels | barrier | round trips / scan | limit | per s sampling "
+    print("| posterior | ladder | levels | barrier | round trips / scan | theory | limit | per s sampling "
           "| per s charged | log evidence (exact) | right mode |")  # fmt: skip
-    print("|---" * 10 + "|")
+    print("|---" * 11 + "|")
     with tempfile.TemporaryDirectory() as folder:
         chosen = posteriors(Path(folder))
         for name in args.names:

@@ -55,7 +55,7 @@ class ExactDraw:
         return State(x, self.density.log_density(x)), Info(True, 1.0)
 
 
-def exact_pt(betas):
+def exact_pt(betas, factors=None):
     ladder = power_ladder(*gaussian_family(), betas)
     return ParallelTempering(ladder, lambda density, m: ExactDraw(density, ladder.betas[m]))
 
@@ -97,6 +97,29 @@ def test_a_user_given_number_of_levels_is_kept():
     assert [len(r.betas) for r in schedule.rounds] == [6, 9, 9, 9, 9]
 
 
+def test_each_levels_inner_step_is_adapted_to_the_target_acceptance():
+    """Random-walk scales 30 times too small at every level: the factors grow them until each level
+    accepts about the target, and they stay 1 without a target."""
+
+    def pt(betas, factors):
+        ladder = power_ladder(*gaussian_family(), betas)
+        return ParallelTempering(
+            ladder,
+            lambda density, m: RandomWalkMetropolis(
+                density, scale=factors[m] / 30 / np.sqrt(1 + ladder.betas[m] * CURVATURE)
+            ),
+        )
+
+    rngs = [np.random.default_rng(s) for s in np.random.SeedSequence(2).spawn(2)]
+    schedule = adapt_schedule(pt, np.zeros((2, DIM)), rngs, np.linspace(1, 0, 5), rounds=8, inner_target=0.3)
+    last = schedule.rounds[-1]
+    assert np.all(np.abs(np.asarray(last.inner_acceptance) - 0.3) < 0.12), last.inner_acceptance
+    assert len(schedule.step_factors) == len(schedule.betas) and np.all(schedule.step_factors > 10)
+    assert schedule.report()["step_factors"] == schedule.step_factors.tolist()
+    fixed = adapt_schedule(pt, np.zeros((2, DIM)), rngs, np.linspace(1, 0, 5), rounds=3)
+    assert fixed.step_factors is None and fixed.rounds[-1].inner_acceptance is None
+
+
 def evidence(run) -> tuple[float, float]:
     rows = dict(combined_statistics(method_statistics(run.summaries)))
     evidence = next(k for k in rows if k.startswith("log evidence log p(data)"))
@@ -135,7 +158,7 @@ def poisson_gamma_evidence() -> float:
 
 
 def test_stepping_stone_evidence_of_a_poisson_gamma_model():
-    def pt(betas):
+    def pt(betas, factors=None):
         ladder = power_ladder(*poisson_gamma(), betas)
         return ParallelTempering(
             ladder,

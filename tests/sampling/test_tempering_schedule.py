@@ -1,6 +1,7 @@
 """``pt`` with its ladder adapted on a Stan program: the evidence against closed forms, and a bimodal
 posterior that NUTS gets wrong and default-setting PT gets right."""
 
+import arviz as az
 import numpy as np
 import pytest
 
@@ -32,6 +33,8 @@ def test_pt_adapts_its_ladder_and_reports_the_evidence_of_a_conjugate_model(mvn_
     assert len(schedule["rounds"]) == 8 and schedule["levels"] == len(result.config.betas)
     assert metrics["setting_sources"]["betas"] == "adapted" and "schedule" in metrics["charged_seconds"]
     assert max(schedule["rounds"][-1]["rejection"]) < 0.5
+    inner = np.asarray(schedule["rounds"][-1]["inner_acceptance"])  # each level's step adapted to 0.8
+    assert np.all(np.abs(inner - 0.8) < 0.15) and schedule["step_factors"] == result.config.step_factors
 
 
 def test_a_given_ladder_is_kept_and_given_levels_are_kept(mvn_program):
@@ -58,8 +61,10 @@ def right_share(result) -> float:
 def test_default_pt_recovers_the_mode_weights_that_nuts_misses(bimodal):
     nuts = sample(bimodal, {}, "nuts", {"warmup": 300, "draws": 500}, seed=2, **QUIET)
     assert abs(right_share(nuts) - BIMODAL_RIGHT) > 0.05  # each chain stays in the mode it started in
-    pt = sample(bimodal, {}, "pt", {"draws": 1000}, seed=2, **QUIET)
-    assert abs(right_share(pt) - BIMODAL_RIGHT) < 0.05
+    pt = sample(bimodal, {}, "pt", {"draws": 2000}, seed=2, **QUIET)
+    right = pt.to_inference_data().posterior["theta"].values[..., 0] > 0
+    mcse = az.mcse(right.astype(float)).item()  # 0.017 here: 0.685 (seeds 1-8 of 1000 draws: 0.615-0.699)
+    assert abs(right.mean() - BIMODAL_RIGHT) < min(0.05, 4 * mcse), (right.mean(), mcse)
     log_z, mcse = evidence(pt)
     assert abs(log_z - BIMODAL_LOG_EVIDENCE) < 3 * mcse and mcse < 0.15
     modes = pt.metrics()["modes"]  # the warm-up's NUTS chains settled in both modes, and pt says so

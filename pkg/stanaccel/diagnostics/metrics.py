@@ -347,7 +347,13 @@ def combined_statistics(statistics: dict[str, list]) -> list[tuple[str, Any]]:
 def _shown(value: Any) -> str:
     if isinstance(value, list):
         return " ".join(_shown(v) for v in value)
-    return f"{value:.3g}" if isinstance(value, float) else str(value)
+    return shown_number(value) if isinstance(value, float) else str(value)
+
+
+def shown_number(value: float) -> str:
+    """A number for people: three significant digits, but two decimals from 10 to a million, so that a log
+    evidence of -208.504 shows as -208.50, not -209 (its Monte Carlo error is a few hundredths)."""
+    return f"{value:.2f}" if 10 <= abs(value) < 1e6 else f"{value:.3g}"
 
 
 def warning_block(metrics: dict[str, Any], indent: str = "") -> str:

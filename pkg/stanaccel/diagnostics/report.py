@@ -41,6 +41,7 @@ from stanaccel.diagnostics.metrics import (
     combined_statistics,
     judge,
     reference_z_scores,
+    shown_number,
     summary,
 )
 from stanaccel.diagnostics.prefixes import convergence_by_prefix
@@ -255,7 +256,10 @@ def _auto_table(auto: dict[str, Any] | None) -> dict[str, Any] | None:
     }
 
 
-SCHEDULE_COLUMNS = ("scans", "levels", "barrier", "largest rejection", "round trips", "per scan", "in theory")
+SCHEDULE_COLUMNS = (
+    "scans", "levels", "barrier", "largest rejection", "round trips", "per scan", "in theory",
+    "inner acceptance",
+)  # fmt: skip
 
 
 def _schedule_table(schedule: dict[str, Any] | None) -> dict[str, Any] | None:
@@ -264,7 +268,7 @@ def _schedule_table(schedule: dict[str, Any] | None) -> dict[str, Any] | None:
         return None
     rows = [
         [r["scans"], len(r["betas"]), _format(r["barrier"]), _format(max(r["rejection"])), r["round_trips"],
-         _format(r["round_trip_rate"]), _format(r["theoretical_rate"])]
+         _format(r["round_trip_rate"]), _format(r["theoretical_rate"]), _acceptance_range(r)]
         for r in schedule.get("rounds", [])
     ]  # fmt: skip
     return {
@@ -273,6 +277,12 @@ def _schedule_table(schedule: dict[str, Any] | None) -> dict[str, Any] | None:
         "betas": " ".join(f"{b:.3g}" for b in schedule["betas"]),
         "barrier": _format(schedule["barrier"]),
     }
+
+
+def _acceptance_range(round_: dict[str, Any]) -> str:
+    """The levels' inner acceptance in a round, lowest to highest (blank where the steps were not adapted)."""
+    accepted = round_.get("inner_acceptance")
+    return f"{min(accepted):.2f} to {max(accepted):.2f}" if accepted else ""
 
 
 def _compare_with_nuts(sampler: dict[str, Any], nuts: dict[str, Any] | None) -> None:
@@ -449,13 +459,13 @@ def _is_false(value: Any) -> bool:
 
 
 def _format(value: Any) -> str:
-    """A cell: floats to three significant digits, NaN and None blank."""
+    """A cell: floats as :func:`shown_number` shows them, NaN and None blank."""
     if value is None:
         return ""
     if isinstance(value, bool | np.bool_):
         return str(bool(value))
     if isinstance(value, float | np.floating):
-        return "" if math.isnan(value) else f"{value:.3g}"
+        return "" if math.isnan(value) else shown_number(float(value))
     if isinstance(value, str) and "." in value:  # a CSV cell
         try:
             return _format(float(value))

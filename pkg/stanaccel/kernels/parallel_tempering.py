@@ -70,7 +70,7 @@ class ParallelTempering:
             "round_trips": 0,
             "swap_attempts": np.zeros(n - 1, dtype=int),
             "swap_accepts": np.zeros(n - 1, dtype=int),
-            "level_accepts": np.zeros(n, dtype=int),
+            "level_accepts": np.zeros(n),  # summed shares of each scan's inner moves accepted
         }
         if self.log_likelihood is not None:
             extra["log_likelihood"] = np.array([self.log_likelihood(r.position) for r in replicas])
@@ -113,7 +113,7 @@ class ParallelTempering:
         for m, kernel in enumerate(self.kernels):
             before = replicas[m].position
             replicas[m], info = kernel.step(replicas[m], rng)
-            extra["level_accepts"][m] += info.accepted
+            extra["level_accepts"][m] += accepted_share(info)
             infos.append(info)
             if likelihood is not None and not np.array_equal(before, replicas[m].position):
                 extra["log_likelihood"][m] = likelihood(replicas[m].position)  # cached: just evaluated
@@ -191,6 +191,12 @@ class ParallelTempering:
             return {}
         log_z, mcse = stepping_stone(self.ladder.betas, np.stack(rows))
         return {"log_evidence": log_z, "log_evidence_mcse": mcse}
+
+
+def accepted_share(info: Info) -> float:
+    """The share of a step's moves accepted: of its parts for a cycle of ``inner_steps`` moves."""
+    parts = info.details.get("parts") if info.details else None
+    return float(np.mean([p.accepted for p in parts])) if parts else float(info.accepted)
 
 
 def all_levels(state: State) -> np.ndarray:

@@ -17,8 +17,16 @@ density well, the rate of round trips per scan (all replicas together) is
 rate is within 20% of that limit: a ladder with more levels costs more per scan
 and gains less than a fifth in round trips.
 
+The theory's rate assumes that each level's inner move explores its own
+density well between swaps. A step that suits the target is too long at the
+hot levels of a Stan program, whose prior is far wider than the tempered
+likelihood allows for (beta^(-1/2) widening overshoots there), so the rounds
+also adapt each level's step: given ``inner_target``, a factor on the level's
+inner step rises or falls with its measured acceptance
+(:data:`STEP_GAIN`), and moves with the betas.
+
 Adaptation happens before the kept draws (a warm-up of the schedule); the kept
-draws use one fixed ladder, so they are an exact Markov chain.
+draws use one fixed ladder and fixed steps, so they are an exact Markov chain.
 """
 
 from __future__ import annotations
@@ -41,6 +49,9 @@ RATE_SHARE = 0.8
 
 FIRST_RESIZE = 4
 """The first round (16 scans) whose barrier sets the number of levels; the shorter ones only re-space them."""
+
+STEP_GAIN = 1.5
+"""After a round, log(step factor) of a level moves by STEP_GAIN (acceptance - target), at most log 2."""
 
 MIN_LEVELS, MAX_LEVELS = 3, 64
 """The fewest and most levels :func:`levels_for_barrier` chooses (the target and the reference included)."""
@@ -146,6 +157,8 @@ class Round:
     round_trips: int
     round_trip_rate: float  # measured, per scan and chain
     theoretical_rate: float  # round_trip_rate(rejection)
+    inner_acceptance: list[float] | None = None  # per level, with ``step_factors``: what the round used
+    step_factors: list[float] | None = None
 
     def line(self) -> str:
         """A line for the log."""
@@ -153,7 +166,9 @@ class Round:
             f"{self.scans} scans, {len(self.betas)} levels: barrier {self.barrier:.2f}, max rejection "
             f"{max(self.rejection):.2f}, {self.round_trips} round trips "
             f"({self.round_trip_rate:.3f} a scan; theory {self.theoretical_rate:.3f})"
-        )
+            + ("" if self.inner_acceptance is None else f", inner acceptance {min(self.inner_acceptance):.2f}"
+               f" to {max(self.inner_acceptance):.2f}")
+        )  # fmt: skip
 
 
 @dataclass
@@ -168,6 +183,7 @@ class Schedule:
     )
 
     positions: np.ndarray | None = None  # each chain's point at the target level (chains, dim)
+    step_factors: np.ndarray | None = None  # each level's factor on its inner step (None: not adapted)
     trajectory_pilot: dict | None = None  # tempered transitions: the pilot's levels and acceptance
     note: str = ""  # what the caller changed, said in the report
 
@@ -178,6 +194,11 @@ class Schedule:
             "levels": len(self.betas),
             "barrier": self.barrier,
             "limit_round_trip_rate": limit_rate(self.barrier),
+            **(
+                {"step_factors": [float(f) for f in self.step_factors]}
+                if self.step_factors is not None
+                else {}
+            ),
             "rounds": [vars(r) for r in self.rounds],
             **({"trajectory_pilot": self.trajectory_pilot} if self.trajectory_pilot else {}),
             **({"note": self.note} if self.note else {}),
@@ -185,13 +206,14 @@ class Schedule:
 
 
 def adapt_schedule(
-    make_pt: Callable[[np.ndarray], object],
+    make_pt: Callable[[np.ndarray, np.ndarray], object],
     starts: np.ndarray,
     rngs: list[np.random.Generator],
     betas,
     *,
     rounds: int = ROUNDS,
     n_levels: int | None = None,
+    inner_target: float | None = None,
     say: Callable[[str], None] | None = None,
 ) -> Schedule:
     """Run ``rounds`` rounds of PT (2, 4, ..., 2^rounds scans per chain) from ``betas``, re-spacing the betas
@@ -199,8 +221,9 @@ def adapt_schedule(
 
     Parameters
     ----------
-    make_pt : callable betas -> ParallelTempering
-        A PT kernel over the ladder with these betas (fresh for each round; one per chain).
+    make_pt : callable (betas, step_factors) -> ParallelTempering
+        A PT kernel over the ladder with these betas, each level's inner step multiplied by its factor
+        (fresh for each round; one per chain).
     starts : ndarray (chains, dim)
         Each chain's start; a later round starts each replica where the last round left it.
     rngs : list of Generator
@@ -209,6 +232,8 @@ def adapt_schedule(
         The first round's ladder (1 down to the reference's beta).
     n_levels : int, optional
         Keep this many levels; by default :func:`levels_for_barrier` of each round's barrier.
+    inner_target : float, optional
+        The inner moves' acceptance that each level's step factor is adapted to; None: factors of 1.
     """
     say = say or (lambda line: None)
     betas = check_betas(betas)
@@ -216,11 +241,12 @@ def adapt_schedule(
         raise ValueError(f"{len(rngs)} generators for {len(np.atleast_2d(starts))} chains")
     starts = np.atleast_2d(np.asarray(starts, dtype=float))
     replicas: list[np.ndarray | None] = [None] * len(starts)
+    factors = np.ones(len(betas))
     report: list[Round] = []
     barrier = float("nan")
     for r in range(1, rounds + 1):
         scans = 2**r
-        states = _run_round([make_pt(betas) for _ in starts], starts, replicas, rngs, scans)
+        states = _run_round([make_pt(betas, factors) for _ in starts], starts, replicas, rngs, scans)
         attempts = sum(s.extra["swap_attempts"] for s in states)
         accepts = sum(s.extra["swap_accepts"] for s in states)
         rejection = 1 - accepts / np.maximum(attempts, 1)
@@ -228,13 +254,26 @@ def adapt_schedule(
         trips = int(sum(s.extra["round_trips"] for s in states))
         done = Round(scans, betas.tolist(), rejection.tolist(), barrier, trips,
                      trips / (scans * len(states)), round_trip_rate(rejection))  # fmt: skip
+        if inner_target is not None:
+            accepted = sum(s.extra["level_accepts"] for s in states) / (scans * len(states))
+            done.inner_acceptance, done.step_factors = accepted.tolist(), factors.tolist()
+            factors = factors * np.exp(np.clip(STEP_GAIN * (accepted - inner_target), -np.log(2), np.log(2)))
         report.append(done)
         say(f"schedule round {r}: {done.line()}")
         replicas = [np.stack([p.position for p in s.extra["replicas"]]) for s in states]
         levels = n_levels or (levels_for_barrier(barrier) if r >= FIRST_RESIZE else len(betas))
         old, betas = betas, equalised_betas(betas, rejection, levels)
         replicas = [_moved(x, old, betas) for x in replicas]
-    return Schedule(betas, barrier, report, np.stack(replicas), np.stack([x[0] for x in replicas]))
+        factors = factors_at(old, factors, betas)
+    return Schedule(betas, barrier, report, np.stack(replicas), np.stack([x[0] for x in replicas]),
+                    step_factors=factors if inner_target is not None else None)  # fmt: skip
+
+
+def factors_at(betas, factors, new_betas) -> np.ndarray:
+    """Step factors found at ``betas``, carried to ``new_betas``: interpolated in log(factor) over beta."""
+    ascending = np.asarray(betas, dtype=float)[::-1]
+    logs = np.log(np.asarray(factors, dtype=float))[::-1]
+    return np.exp(np.interp(np.asarray(new_betas, dtype=float), ascending, logs))
 
 
 def _run_round(kernels: list, starts: np.ndarray, replicas: list, rngs: list, scans: int) -> list:

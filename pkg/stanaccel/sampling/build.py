@@ -39,21 +39,32 @@ from stanaccel.stan import StanModel, compile_program
 
 
 def mh_move(
-    config: SamplerConfig, density, adaptation: Adaptation, beta: float = 1.0, step: float | None = None
+    config: SamplerConfig,
+    density,
+    adaptation: Adaptation,
+    beta: float = 1.0,
+    step: float | None = None,
+    factor: float = 1.0,
 ):
-    """Random-walk Metropolis on ``density`` at inverse temperature ``beta`` (see :func:`_widen`)."""
+    """Random-walk Metropolis on ``density`` at inverse temperature ``beta`` (see :func:`_widen`), its scale
+    multiplied by ``factor`` (a tempering level's adapted factor)."""
     covariance = adaptation.covariance if config.precondition else None
-    scale = config.scale * _widen(config, beta, ("both", "mh"))
+    scale = config.scale * factor * _widen(config, beta, ("both", "mh"))
     return _repeated(config, RandomWalkMetropolis(density, scale=scale, covariance=covariance))
 
 
 def hmc_move(
-    config: SamplerConfig, density, adaptation: Adaptation, beta: float = 1.0, step: float | None = None
+    config: SamplerConfig,
+    density,
+    adaptation: Adaptation,
+    beta: float = 1.0,
+    step: float | None = None,
+    factor: float = 1.0,
 ):
     """HMC on ``density`` at inverse temperature ``beta`` (see :func:`_widen`), with ``step`` (default:
-    ``step_size``)."""
+    ``step_size``) multiplied by ``factor`` (a tempering level's adapted factor)."""
     metric = adaptation.inv_metric if config.precondition else None
-    step = (config.step_size if step is None else step) * _widen(config, beta, ("both",))
+    step = (config.step_size if step is None else step) * factor * _widen(config, beta, ("both",))
     kernel = HMC(density, step, config.n_steps, inv_metric=metric, n_steps_jitter=config.n_steps_jitter)
     return _repeated(config, kernel)
 
@@ -258,9 +269,16 @@ class KernelFactory:
         self.record(posterior if powers else ladder.levels[0])
 
         hottest = float(np.min(betas[betas > 0]))  # the prior (beta = 0) widens as the next level up does
+        factors = np.ones(len(betas)) if config.step_factors is None else np.asarray(config.step_factors)
+        if len(factors) != len(betas):
+            raise ValueError(
+                f"step_factors has {len(factors)} values for a ladder of {len(betas)} levels: give one per "
+                "level, the target's first (as the betas)"
+            )
 
         def make(density, level):
-            return move(config, density, self.adaptation, float(betas[level]) or hottest)
+            beta = float(betas[level]) or hottest
+            return move(config, density, self.adaptation, beta, factor=float(factors[level]))
 
         if parallel:
             swap = getattr(config, "swap", "even_odd")  # a tempered-transition method's PT pilot: even/odd

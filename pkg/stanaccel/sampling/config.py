@@ -80,8 +80,9 @@ def setting(
     doc : str
         What the setting means.
     kind : str
-        "int", "number", "bool", "str", "approximation", "approximations", "observations", "numbers",
-        "warmup" (an integer or one of :data:`WARMUPS`).
+        "int", "number", "bool", "str", "approximation", "approximations", "observations",
+        "ladder" (1 = beta_0 > beta_1 > ... >= 0), "factors" (positive numbers), "warmup" (an integer or
+        one of :data:`WARMUPS`).
     tuned : str, optional
         How the value is tuned when the user does not set it.
     fallback : value, optional
@@ -442,7 +443,8 @@ class _Tempering(_Inner):
         high_open=True,
     )
     betas: list | None = setting(
-        doc="explicit ladder (1 = beta_0 > beta_1 > ...), instead of levels", kind="numbers"
+        doc="explicit ladder (1 = beta_0 > beta_1 > ... >= 0; 0 is the prior), instead of levels",
+        kind="ladder",
     )
     schedule_rounds: int = setting(
         8,
@@ -451,6 +453,12 @@ class _Tempering(_Inner):
         "rejections, the number of levels from the barrier; 0: the geometric ladder of levels and beta_min",
         kind="int",
         low=0,
+    )
+    step_factors: list | None = setting(
+        doc="each level's factor on its inner move's step (HMC) or scale (MH), the target's first, one per "
+        "beta: set with the betas when the ladder is placed (adapted to each level's inner acceptance); "
+        "none: 1",
+        kind="factors",
     )
     temperature_scaling: str = setting(
         "both",
@@ -686,7 +694,26 @@ def make_config(
     config = cls(**values)
     object.__setattr__(config, "_user_keys", frozenset(values))
     _check_warmup_kind(method, config.warmup, f"{source('warmup')}: ")
+    _check_step_factors(values, f"{source('step_factors')}: ")
     return config
+
+
+def _check_step_factors(values: dict[str, Any], prefix: str) -> None:
+    """``step_factors`` go with the ``betas`` they were found for, one per beta (placing sets both)."""
+    factors = values.get("step_factors")
+    if factors is None:
+        return
+    betas = values.get("betas")
+    if betas is None:
+        raise ConfigError(
+            f"{prefix}step_factors are given without betas: give the betas they go with (one factor per "
+            "beta), or leave both out and let the ladder be placed with its own"
+        )
+    if len(factors) != len(betas):
+        raise ConfigError(
+            f"{prefix}step_factors has {len(factors)} values for {len(betas)} betas: give one per beta, "
+            "the target's first"
+        )
 
 
 def default_warmup(method: str) -> int | str:
@@ -784,7 +811,7 @@ def _check(key: str, value: Any, meta: dict, prefix: str) -> Any:
                 f"{shown}: expected one of {', '.join(map(repr, meta['choices']))}"
                 + _hint(value, meta["choices"])
             )
-    elif kind == "numbers":
+    elif kind in ("ladder", "factors"):
         if (
             not isinstance(value, list | tuple)
             or not value
@@ -794,8 +821,12 @@ def _check(key: str, value: Any, meta: dict, prefix: str) -> Any:
         value = [float(v) for v in value]
         if not all(math.isfinite(v) for v in value):
             raise ConfigError(f"{shown}: expected finite numbers")
-        if value[0] != 1 or any(b <= 0 or a <= b for a, b in zip(value, value[1:], strict=False)):
-            raise ConfigError(f"{shown}: expected 1 = beta_0 > beta_1 > ... > 0")
+        if kind == "factors" and min(value) <= 0:
+            raise ConfigError(f"{shown}: expected positive numbers")
+        if kind == "ladder" and (
+            value[0] != 1 or value[-1] < 0 or any(a <= b for a, b in zip(value, value[1:], strict=False))
+        ):
+            raise ConfigError(f"{shown}: expected 1 = beta_0 > beta_1 > ... >= 0")
     elif kind == "observations":
         try:
             return Observations.parse(value, f"{prefix}{key}")

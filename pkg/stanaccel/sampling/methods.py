@@ -105,6 +105,8 @@ class MethodSpec:
         ``move(config, density, adaptation, beta=1.0, step=None)``: the method as
         the ``inner`` kernel of another (on a tempered level, an
         approximation), from that method's settings; None: it is not one.
+        A tempering method's inner moves (MH, HMC) also take ``factor``, its
+        level's factor on their scale or step.
     needs_draws : bool
         It needs warm-up draws (a fitted Gaussian reference, autoencoder
         training): with an earlier warm-up, a NUTS pilot makes them.

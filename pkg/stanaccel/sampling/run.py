@@ -156,8 +156,9 @@ def run_sampler(
         schedule, charged["schedule"] = adapt_ladder(resolved, model, data, adaptation, starts,
                                                      seed=seeds["schedule"], subsets_seed=seeds["subsets"],
                                                      say=say)  # fmt: skip
-        resolved = resolved.replace(betas=[float(b) for b in schedule.betas])
-        factory.config, sources_used["betas"] = resolved, "adapted"
+        resolved = resolved.replace(betas=[float(b) for b in schedule.betas],
+                                    step_factors=[float(f) for f in schedule.step_factors])  # fmt: skip
+        factory.config, sources_used["betas"], sources_used["step_factors"] = resolved, "adapted", "adapted"
         factory.replicas, starts = schedule.replicas, schedule.positions  # where the adaptation left them
         reports["schedule"] = schedule.report()
     thin = getattr(resolved, "thin", 1)

@@ -20,7 +20,9 @@ of the barrier). What this module decides is what the settings mean:
   a subset of no observations is not a data set every program accepts.
 
 The first round starts from betas spaced evenly between 1 and that end
-(Pigeons.jl starts so too).
+(Pigeons.jl starts so too). The rounds also adapt each level's factor on its
+inner step (HMC) or scale (MH) to :data:`INNER_ACCEPTANCE`; the draws use the
+placed ``betas`` and ``step_factors``.
 """
 
 from __future__ import annotations
@@ -37,12 +39,18 @@ from stanaccel.kernels.schedule import (
     Schedule,
     adapt_schedule,
     equalised_betas,
+    factors_at,
     levels_for_acceptance,
     levels_for_trajectories,
 )
 from stanaccel.sampling.build import KernelFactory
 from stanaccel.sampling.config import PTConfig, SamplerConfig, TTConfig
 from stanaccel.sampling.methods import inner_move
+
+INNER_ACCEPTANCE = {"hmc": 0.8, "mh": 0.3}
+"""The acceptance each level's inner move is adapted to while the ladder is placed: HMC's at the end of a
+trajectory (NUTS's target; the warm-up's step gave 0.9 at the target and 0.3 at the hot end of a Stan
+program's ladder), random-walk Metropolis's about the 0.234 of high dimensions."""
 
 TRAJECTORY_PILOT = 64
 """Iterations per chain of the tempered-transition pilot that corrects the number of levels."""
@@ -87,8 +95,8 @@ def adapt_ladder(
     PT pilot's.
     """
 
-    def kernel(betas, parallel: bool):
-        placed = config.replace(betas=[float(b) for b in betas])
+    def kernel(betas, factors, parallel: bool):
+        placed = config.replace(betas=[float(b) for b in betas], step_factors=[float(f) for f in factors])
         factory = KernelFactory(placed, model, data, adaptation, seed=subsets_seed)
         return factory.tempering(parallel=parallel, move=inner_move(placed))
 
@@ -99,10 +107,10 @@ def adapt_ladder(
     say(f"placing the ladder: {config.schedule_rounds} rounds of parallel tempering, {len(starts)} chains")
 
     def place(to_prior: bool) -> Schedule:
-        return adapt_schedule(lambda betas: kernel(betas, True), starts,
+        return adapt_schedule(lambda betas, factors: kernel(betas, factors, True), starts,
                               [np.random.default_rng(s) for s in sequences], starting_betas(config, to_prior),
                               rounds=config.schedule_rounds, n_levels=given if parallel else None,
-                              say=say)  # fmt: skip
+                              inner_target=INNER_ACCEPTANCE[config.inner], say=say)  # fmt: skip
 
     schedule = place(to_prior=True)
     last = schedule.rounds[-1]
@@ -114,7 +122,7 @@ def adapt_ladder(
         schedule = place(to_prior=False)
         schedule.note = "the prior looked improper: the ladder stops at beta_min and no evidence is reported"
     if not parallel:
-        _for_transitions(schedule, given, lambda betas: kernel(betas, False), seed + 1, say)
+        _for_transitions(schedule, given, lambda betas, factors: kernel(betas, factors, False), seed + 1, say)
     seconds = time.perf_counter() - started
     say(f"ladder: {len(schedule.betas)} levels, barrier {schedule.barrier:.2f} ({seconds:.1f} s)")
     return schedule, seconds
@@ -124,17 +132,21 @@ def _for_transitions(schedule: Schedule, given: int | None, make_tt, seed: int, 
     """Turn the PT pilot's ``schedule`` into tempered transitions' ladder: ``given`` levels, or the
     barrier's count (:func:`levels_for_trajectories`) corrected by a short pilot of the transitions."""
     last = schedule.rounds[-1]
-    schedule.betas = equalised_betas(
-        last.betas, last.rejection, given or levels_for_trajectories(schedule.barrier)
-    )
+
+    def place(levels: int) -> None:
+        old, schedule.betas = schedule.betas, equalised_betas(last.betas, last.rejection, levels)
+        schedule.step_factors = factors_at(old, schedule.step_factors, schedule.betas)
+
+    place(given or levels_for_trajectories(schedule.barrier))
     schedule.replicas = None
     if given is not None:
         return
     tried = len(schedule.betas)
-    run = run_chains(lambda chain: make_tt(schedule.betas), schedule.positions, TRAJECTORY_PILOT, seed=seed)
+    run = run_chains(lambda chain: make_tt(schedule.betas, schedule.step_factors), schedule.positions,
+                     TRAJECTORY_PILOT, seed=seed)  # fmt: skip
     measured = float(np.mean([s["tt_acceptance"] for s in run.summaries]))
     levels = levels_for_acceptance(tried, measured)
     say(f"tempered transitions: {tried} levels accepted {measured:.2f} of the pilot's trajectories; "
         f"{levels} levels for {TRAJECTORY_ACCEPTANCE}")  # fmt: skip
     schedule.trajectory_pilot = {"levels": tried, "acceptance": measured}
-    schedule.betas = equalised_betas(last.betas, last.rejection, levels)
+    place(levels)
