@@ -186,3 +186,26 @@ def test_report_command_writes_where_asked_and_names_a_folder_without_run_json(r
     assert main(["report", str(tmp_path / "out"), "-o", str(target)]) == 1  # steps left out: said
     assert "step 'pt' is left out" in capsys.readouterr().err
     assert "step-nuts" in target.read_text()
+
+
+def test_the_schedule_table_says_what_the_pilots_found_and_where_the_ladder_was_shortened():
+    from stanaccel.diagnostics.report import _schedule_table
+
+    rounds = [
+        {"scans": 2, "betas": [1, 0.5, 0.125], "rejection": [0.3, 0.9], "barrier": 1.2, "round_trips": 0,
+         "round_trip_rate": 0.0, "theoretical_rate": 0.1}
+    ]  # fmt: skip
+    pilots = [
+        {"levels": 29, "acceptance": 0.008, "span": 1.0},
+        {"levels": 32, "acceptance": 0.07, "span": 0.55},
+    ]
+    note = "the ladder stops at beta = 0.61"
+    table = _schedule_table(
+        {"betas": [1, 0.8, 0.61], "barrier": 4.65, "rounds": rounds, "trajectory_pilot": pilots, "note": note}
+    )
+    assert table["pilots"] == [
+        "29 levels over 100% of the barrier accepted 0.008",
+        "32 levels over 55% of the barrier accepted 0.070",
+    ]
+    assert table["note"] == note and len(table["rows"]) == 1
+    assert _schedule_table({"betas": [1, 0], "barrier": 1.0})["pilots"] == []

@@ -7,13 +7,14 @@ from scipy import integrate, special, stats
 
 from stanaccel.diagnostics.metrics import combined_statistics, method_statistics
 from stanaccel.kernels import FunctionDensity, ParallelTempering, RandomWalkMetropolis, run_chains
-from stanaccel.kernels.ladder import power_ladder
+from stanaccel.kernels.ladder import nested_subsets, power_ladder, subset_betas
 from stanaccel.kernels.schedule import (
     adapt_schedule,
     equalised_betas,
     levels_for_barrier,
     limit_rate,
     round_trip_rate,
+    trajectory_span,
 )
 from stanaccel.kernels.state import Info, State
 
@@ -75,6 +76,25 @@ def test_equal_rejections_keep_the_betas_and_unequal_ones_move_them():
     moved = equalised_betas(betas, [0.9, 0.1, 0.1, 0.1, 0.1], 6)  # the barrier sits near beta = 1
     assert moved[0] == 1 and moved[-1] == 0 and np.all(np.diff(moved) < 0)
     assert moved[1] > betas[1]  # levels crowd where the rejections were
+
+
+def test_a_subsampled_ladder_keeps_to_whole_distinct_subsets():
+    assert subset_betas([1, 0.97, 0.95, 0.5, 0.51 / 16, 0.01], 16).tolist() == [1, 15 / 16, 0.5, 1 / 16]
+    crowded = equalised_betas(np.linspace(1, 0.125, 7), [0.9, 0.1, 0.1, 0.1, 0.1, 0.1], 40, n_obs=16)
+    sizes = crowded * 16
+    np.testing.assert_allclose(sizes, np.round(sizes))  # asked for 40 levels, got the sizes there are
+    assert len(crowded) <= 15 and crowded[0] == 1 and crowded[-1] == 0.125 and np.all(np.diff(sizes) < 0)
+    subsets = nested_subsets(16, crowded, np.random.default_rng(0))
+    assert [len(s) for s in subsets] == sizes.astype(int).tolist()  # no two levels share a subset
+
+
+def test_a_ladder_too_long_for_the_most_levels_is_shortened_to_what_they_can_cross():
+    assert trajectory_span(10, 0.3, 64) == 1  # enough levels: the whole barrier
+    # the pilot already had the most levels: the barrier crossed goes as |Phi^-1(a / 2)|
+    assert trajectory_span(17, 0.01, 17) == pytest.approx(stats.norm.ppf(0.15) / stats.norm.ppf(0.005))
+    assert trajectory_span(17, 0.01, 65) == pytest.approx(2 * trajectory_span(17, 0.01, 17))  # sqrt(64 / 16)
+    linear = (np.linspace(1, 0, 11), np.full(10, 0.2))  # the barrier rises evenly with beta
+    np.testing.assert_allclose(equalised_betas(*linear, 5, span=0.4), [1, 0.9, 0.8, 0.7, 0.6])
 
 
 def test_adapted_schedule_on_a_gaussian_family_has_the_known_barrier_and_round_trip_rate():

@@ -47,6 +47,16 @@ def test_a_given_ladder_is_kept_and_given_levels_are_kept(mvn_program):
     assert len(levels.config.betas) == 5 and levels.metrics()["schedule"]["levels"] == 5
 
 
+def test_spt_places_its_levels_on_whole_distinct_subsets(mvn_program):
+    data = generate("mvn_mean", N=20, D=3, seed=7).data
+    result = sample(mvn_program, data, "spt", {"warmup": 200, "draws": 50, "schedule_rounds": 5}, seed=3,
+                    **QUIET)  # fmt: skip
+    sizes = np.asarray(result.config.betas) * 20
+    assert len(sizes) <= 7 and sizes[0] == 20 and np.all(np.diff(sizes) < 0)  # levels = 6, not the barrier's
+    np.testing.assert_allclose(sizes, np.round(sizes))
+    assert [len(r["betas"]) for r in result.metrics()["schedule"]["rounds"]] == [7] * 5
+
+
 @pytest.fixture(scope="module")
 def bimodal(tmp_path_factory):
     path = tmp_path_factory.mktemp("bimodal") / "bimodal.stan"
@@ -76,7 +86,7 @@ def test_tempered_transitions_take_the_pilot_barrier_with_the_levels_trajectorie
     result = sample(mvn_program, data, "tt", {"warmup": 300, "draws": 300, "schedule_rounds": 6}, seed=3,
                     **QUIET)  # fmt: skip
     schedule = result.metrics()["schedule"]
-    pilot = schedule["trajectory_pilot"]  # the model's count, then the pilot's correction
+    [pilot] = schedule["trajectory_pilot"]  # the model's count, then the pilot's correction
     assert pilot["levels"] == levels_for_trajectories(schedule["barrier"])
     assert len(result.config.betas) == levels_for_acceptance(pilot["levels"], pilot["acceptance"])
     assert result.config.betas[-1] == 0 and schedule["levels"] == len(result.config.betas)

@@ -104,6 +104,7 @@ def test_tempering_study_writes_its_tables(tmp_path, gp_program):
     assert [r["sampler"] for r in rows] == ["Stan NUTS (warm-up included)", "HMC", "PT (HMC)", "STT (HMC)"]
     pt = rows[2]
     assert pt["cost_vs_inner"] > 1 and len(pt["swap_acceptance"].split()) == 3
+    assert pt["levels"] == rows[3]["levels"] == 4 and rows[1]["levels"] == ""  # levels = 3 above the target
     assert rows[1]["warmup_seconds"] == pytest.approx(rows[0]["warmup_seconds"])
     for name in ("table.csv", "table.md", "rhat_trace.csv", "table.json"):
         assert (tmp_path / "out" / "gp" / name).is_file()

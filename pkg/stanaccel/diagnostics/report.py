@@ -276,6 +276,11 @@ def _schedule_table(schedule: dict[str, Any] | None) -> dict[str, Any] | None:
         "rows": rows,
         "betas": " ".join(f"{b:.3g}" for b in schedule["betas"]),
         "barrier": _format(schedule["barrier"]),
+        "pilots": [
+            f"{p['levels']} levels over {p['span']:.0%} of the barrier accepted {p['acceptance']:.3f}"
+            for p in schedule.get("trajectory_pilot", [])
+        ],
+        "note": schedule.get("note", ""),
     }
 
 

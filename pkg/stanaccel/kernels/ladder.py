@@ -165,6 +165,16 @@ def approximation_ladder(target, approximations: list) -> Ladder:
     return Ladder(levels, None, "approximation")
 
 
+def subset_betas(betas, n_obs: int) -> np.ndarray:
+    """The betas of the distinct subsets a subsampled ladder over ``n_obs`` observations takes.
+
+    Each beta is rounded to a whole subset size k / N (at least one observation), and levels that share
+    a size are merged: two levels of one subset would swap every time and add nothing.
+    """
+    sizes = np.maximum(np.round(check_betas(betas) * n_obs), 1)
+    return np.unique(sizes)[::-1] / n_obs
+
+
 def nested_subsets(n_obs: int, betas, rng: np.random.Generator) -> list[np.ndarray]:
     """Indices of nested subsets of about beta_m N observations (sorted, level 0 = all).
 

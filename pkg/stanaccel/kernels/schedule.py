@@ -39,7 +39,7 @@ import numpy as np
 from scipy.interpolate import PchipInterpolator
 from scipy.stats import norm
 
-from stanaccel.kernels.ladder import check_betas
+from stanaccel.kernels.ladder import check_betas, subset_betas
 
 ROUNDS = 8
 """Rounds of adaptation by default: 2 + 4 + ... + 256 = 510 scans."""
@@ -74,15 +74,26 @@ def cumulative_barrier(betas, rejection) -> tuple[np.ndarray, np.ndarray]:
     return betas[::-1], np.concatenate([[0.0], np.cumsum(floored)])
 
 
-def equalised_betas(betas, rejection, n_levels: int) -> np.ndarray:
-    """``n_levels`` betas from 1 down to the ladder's last, equally spaced in the cumulative barrier."""
+def equalised_betas(
+    betas, rejection, n_levels: int, n_obs: int | None = None, span: float = 1.0
+) -> np.ndarray:
+    """``n_levels`` betas from 1 down to the ladder's last, equally spaced in the cumulative barrier.
+
+    ``n_obs``: a subsampled ladder's observations; the betas are then whole subset sizes
+    (:func:`~stanaccel.kernels.ladder.subset_betas`), and may be fewer than ``n_levels``.
+    ``span``: the share of the barrier covered, from the target down (below 1: a shorter ladder).
+    """
     if n_levels < 2:
         raise ValueError(f"a ladder needs at least 2 levels, not {n_levels}")
+    if not 0 < span <= 1:
+        raise ValueError(f"span is a share of the barrier in (0, 1], not {span}")
     ascending, barrier = cumulative_barrier(betas, rejection)
     beta_of = PchipInterpolator(barrier, ascending)  # monotone: the betas stay ordered
-    new = beta_of(np.linspace(barrier[-1], 0.0, n_levels))
-    new[0], new[-1] = 1.0, ascending[0]
-    return check_betas(new)
+    new = beta_of(np.linspace(barrier[-1], (1 - span) * barrier[-1], n_levels))
+    new[0] = 1.0
+    if span == 1:
+        new[-1] = ascending[0]
+    return check_betas(new) if n_obs is None else subset_betas(new, n_obs)
 
 
 def round_trip_rate(rejection) -> float:
@@ -144,6 +155,21 @@ def levels_for_acceptance(levels: int, measured: float, acceptance: float = TRAJ
     measured = float(np.clip(measured, 1e-3, 0.999))
     ratio = (norm.ppf(measured / 2) / norm.ppf(acceptance / 2)) ** 2
     return int(np.clip(np.ceil(1 + (levels - 1) * ratio), MIN_LEVELS, MAX_LEVELS))
+
+
+def trajectory_span(
+    levels: int, measured: float, most: int, acceptance: float = TRAJECTORY_ACCEPTANCE
+) -> float:
+    """The share of the barrier, from the target down, that trajectories over ``most`` levels cross with
+    probability about ``acceptance``, from ``measured`` acceptance with ``levels`` levels over all of it;
+    1 when ``most`` levels are enough.
+
+    By the model of :func:`levels_for_trajectories`, the barrier that n pairs cross with acceptance a is
+    |Phi^-1(a / 2)| sqrt(2 n / pi): in the square root of the levels.
+    """
+    measured = float(np.clip(measured, 1e-3, 0.999))
+    share = norm.ppf(acceptance / 2) / norm.ppf(measured / 2) * np.sqrt((most - 1) / (levels - 1))
+    return float(min(1.0, share))
 
 
 @dataclass
@@ -214,6 +240,7 @@ def adapt_schedule(
     rounds: int = ROUNDS,
     n_levels: int | None = None,
     inner_target: float | None = None,
+    n_obs: int | None = None,
     say: Callable[[str], None] | None = None,
 ) -> Schedule:
     """Run ``rounds`` rounds of PT (2, 4, ..., 2^rounds scans per chain) from ``betas``, re-spacing the betas
@@ -234,9 +261,11 @@ def adapt_schedule(
         Keep this many levels; by default :func:`levels_for_barrier` of each round's barrier.
     inner_target : float, optional
         The inner moves' acceptance that each level's step factor is adapted to; None: factors of 1.
+    n_obs : int, optional
+        A subsampled ladder's number of observations: its betas are kept to whole subset sizes.
     """
     say = say or (lambda line: None)
-    betas = check_betas(betas)
+    betas = check_betas(betas) if n_obs is None else subset_betas(betas, n_obs)
     if len(rngs) != len(np.atleast_2d(starts)):
         raise ValueError(f"{len(rngs)} generators for {len(np.atleast_2d(starts))} chains")
     starts = np.atleast_2d(np.asarray(starts, dtype=float))
@@ -262,7 +291,7 @@ def adapt_schedule(
         say(f"schedule round {r}: {done.line()}")
         replicas = [np.stack([p.position for p in s.extra["replicas"]]) for s in states]
         levels = n_levels or (levels_for_barrier(barrier) if r >= FIRST_RESIZE else len(betas))
-        old, betas = betas, equalised_betas(betas, rejection, levels)
+        old, betas = betas, equalised_betas(betas, rejection, levels, n_obs)
         replicas = [_moved(x, old, betas) for x in replicas]
         factors = factors_at(old, factors, betas)
     return Schedule(betas, barrier, report, np.stack(replicas), np.stack([x[0] for x in replicas]),

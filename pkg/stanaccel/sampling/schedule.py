@@ -8,12 +8,20 @@ barrier Lambda. Tempered transitions (``tt``, ``stt``) run the same rounds
 as a pilot, with their own inner moves, and take the pilot's cumulative
 barrier with the number of levels their trajectories need
 (:func:`~stanaccel.kernels.schedule.levels_for_trajectories`: in the square
-of the barrier). What this module decides is what the settings mean:
+of the barrier), corrected by short pilots of the transitions; where even
+the most levels are too few, the ladder stops short of its hot end
+(:func:`~stanaccel.kernels.schedule.trajectory_span`). What this module
+decides is what the settings mean:
 
 - ``betas`` given, or ``levels`` and ``beta_min`` both (the geometric
   ladder beta_min^(m / levels), as the papers' studies give it), or
   ``schedule_rounds = 0``: that ladder, as given (no adaptation).
 - ``levels`` alone: that many levels above the target, their betas placed.
+  So too for ``spt`` given nothing (``levels`` defaults to 6): a subsampled
+  ladder's barrier grows with its levels, since neighbouring subsets differ
+  by whole observations, whose swaps are refused however close the betas,
+  so the barrier cannot choose their number. Its betas are kept to whole
+  subset sizes (:func:`~stanaccel.kernels.ladder.subset_betas`).
 - the ladder's hot end: beta = 0 on a power ladder (the prior, so that
   ``pt`` also reports the evidence by stepping stone) unless ``beta_min``
   is given; a subsampled ladder (``spt``, ``stt``) keeps ``beta_min``, since
@@ -35,6 +43,7 @@ import numpy as np
 
 from stanaccel.kernels import run_chains
 from stanaccel.kernels.schedule import (
+    MAX_LEVELS,
     TRAJECTORY_ACCEPTANCE,
     Schedule,
     adapt_schedule,
@@ -42,10 +51,12 @@ from stanaccel.kernels.schedule import (
     factors_at,
     levels_for_acceptance,
     levels_for_trajectories,
+    trajectory_span,
 )
 from stanaccel.sampling.build import KernelFactory
 from stanaccel.sampling.config import PTConfig, SamplerConfig, TTConfig
 from stanaccel.sampling.methods import inner_move
+from stanaccel.sampling.program import observations_for
 
 INNER_ACCEPTANCE = {"hmc": 0.8, "mh": 0.3}
 """The acceptance each level's inner move is adapted to while the ladder is placed: HMC's at the end of a
@@ -54,6 +65,11 @@ program's ladder), random-walk Metropolis's about the 0.234 of high dimensions."
 
 TRAJECTORY_PILOT = 64
 """Iterations per chain of the tempered-transition pilot that corrects the number of levels."""
+
+TRAJECTORY_PILOTS = 3
+"""The most pilots. One corrects a power ladder; a subsampled or shortened ladder gets up to two more,
+each correcting the last if it accepted under half the target (the model leaves out, for one, the
+noise of a subset ladder's whole observations)."""
 
 
 def adapts_schedule(config: SamplerConfig) -> bool:
@@ -102,15 +118,18 @@ def adapt_ladder(
 
     started = time.perf_counter()
     sequences = np.random.SeedSequence(seed).spawn(len(starts))
-    given = config.levels + 1 if "levels" in config.user_keys() else None
+    subsampled = "beta" not in config.needs
+    n_obs = observations_for(config, model, data).check(data) if subsampled else None
     parallel = isinstance(config, PTConfig)
+    given = config.levels + 1 if "levels" in config.user_keys() else None
+    rounds_levels = config.levels + 1 if subsampled else given if parallel else None
     say(f"placing the ladder: {config.schedule_rounds} rounds of parallel tempering, {len(starts)} chains")
 
     def place(to_prior: bool) -> Schedule:
         return adapt_schedule(lambda betas, factors: kernel(betas, factors, True), starts,
                               [np.random.default_rng(s) for s in sequences], starting_betas(config, to_prior),
-                              rounds=config.schedule_rounds, n_levels=given if parallel else None,
-                              inner_target=INNER_ACCEPTANCE[config.inner], say=say)  # fmt: skip
+                              rounds=config.schedule_rounds, n_levels=rounds_levels,
+                              inner_target=INNER_ACCEPTANCE[config.inner], n_obs=n_obs, say=say)  # fmt: skip
 
     schedule = place(to_prior=True)
     last = schedule.rounds[-1]
@@ -122,31 +141,55 @@ def adapt_ladder(
         schedule = place(to_prior=False)
         schedule.note = "the prior looked improper: the ladder stops at beta_min and no evidence is reported"
     if not parallel:
-        _for_transitions(schedule, given, lambda betas, factors: kernel(betas, factors, False), seed + 1, say)
+        _for_transitions(schedule, given, lambda betas, factors: kernel(betas, factors, False), seed + 1, say,
+                         n_obs)  # fmt: skip
     seconds = time.perf_counter() - started
     say(f"ladder: {len(schedule.betas)} levels, barrier {schedule.barrier:.2f} ({seconds:.1f} s)")
     return schedule, seconds
 
 
-def _for_transitions(schedule: Schedule, given: int | None, make_tt, seed: int, say) -> None:
+def _for_transitions(
+    schedule: Schedule, given: int | None, make_tt, seed: int, say, n_obs: int | None
+) -> None:
     """Turn the PT pilot's ``schedule`` into tempered transitions' ladder: ``given`` levels, or the
-    barrier's count (:func:`levels_for_trajectories`) corrected by a short pilot of the transitions."""
+    barrier's count (:func:`levels_for_trajectories`) corrected by a short pilot of the transitions
+    (``n_obs``: a subsampled ladder's observations, whose subset sizes bound the levels)."""
     last = schedule.rounds[-1]
 
-    def place(levels: int) -> None:
-        old, schedule.betas = schedule.betas, equalised_betas(last.betas, last.rejection, levels)
+    def place(levels: int, span: float = 1.0) -> None:
+        old, schedule.betas = schedule.betas, equalised_betas(last.betas, last.rejection, levels, n_obs, span)
         schedule.step_factors = factors_at(old, schedule.step_factors, schedule.betas)
 
     place(given or levels_for_trajectories(schedule.barrier))
     schedule.replicas = None
     if given is not None:
         return
-    tried = len(schedule.betas)
-    run = run_chains(lambda chain: make_tt(schedule.betas, schedule.step_factors), schedule.positions,
-                     TRAJECTORY_PILOT, seed=seed)  # fmt: skip
-    measured = float(np.mean([s["tt_acceptance"] for s in run.summaries]))
-    levels = levels_for_acceptance(tried, measured)
-    say(f"tempered transitions: {tried} levels accepted {measured:.2f} of the pilot's trajectories; "
-        f"{levels} levels for {TRAJECTORY_ACCEPTANCE}")  # fmt: skip
-    schedule.trajectory_pilot = {"levels": tried, "acceptance": measured}
-    place(levels)
+    span, schedule.trajectory_pilot = 1.0, []
+    for pilot in range(TRAJECTORY_PILOTS):
+        tried, hot = len(schedule.betas), schedule.betas[-1]
+        run = run_chains(lambda chain: make_tt(schedule.betas, schedule.step_factors), schedule.positions,
+                         TRAJECTORY_PILOT, seed=seed + pilot)  # fmt: skip
+        measured = float(np.mean([s["tt_acceptance"] for s in run.summaries]))
+        schedule.trajectory_pilot.append({"levels": tried, "acceptance": measured, "span": span})
+        said = f"tempered transitions: {tried} levels accepted {measured:.3f} of the pilot's trajectories"
+        if pilot > 0 and measured >= TRAJECTORY_ACCEPTANCE / 2:
+            say(f"{said}: kept")
+            break
+        most = MAX_LEVELS if n_obs is None else min(MAX_LEVELS, n_obs - max(round(hot * n_obs), 1) + 1)
+        levels = min(levels_for_acceptance(tried, measured), most)
+        if levels == most:
+            span *= trajectory_span(tried, measured, most)
+        say(f"{said}; {levels} levels for {TRAJECTORY_ACCEPTANCE}"
+            + (f" over {span:.0%} of the barrier" if span < 1 else ""))  # fmt: skip
+        place(levels, span)
+        if n_obs is None and span == 1:
+            break  # on a power ladder the model's correction held (0.294 and 0.297 measured)
+    if span < 1:
+        shortened = (
+            f"trajectories over the whole ladder were accepted too rarely even with the most levels ({most}"
+            f"{', the distinct subsets' if most < MAX_LEVELS else ''}): the ladder stops at "
+            f"beta = {schedule.betas[-1]:.3g}, {span:.0%} of the barrier down from the target (pt and spt "
+            "cross all of it; beta_min or betas set the ladder)"
+        )
+        say(shortened)
+        schedule.note = "; ".join(filter(None, [schedule.note, shortened]))

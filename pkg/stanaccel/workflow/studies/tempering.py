@@ -47,6 +47,7 @@ import numpy as np
 
 from stanaccel.datasets import GENERATORS, generate
 from stanaccel.diagnostics.metrics import rhat_trace
+from stanaccel.kernels.ladder import geometric_betas
 from stanaccel.programs import program_path
 from stanaccel.sampling.config import INNER_KERNELS, keys, make_config
 from stanaccel.sampling.methods import method_spec, methods_in
@@ -185,9 +186,11 @@ def _tempering_row(
     warmup: float,
     result=None,
 ) -> dict:
-    """A scored row with the tempering columns: per-iteration time, swaps, round trips, TT acceptance."""
+    """A scored row with the tempering columns: per-iteration time, the ladder (its levels and hot end,
+    placed or given), swaps, round trips, TT acceptance."""
     spec = method_spec(method)
     summaries = [s for s in result.reports["summaries"] if s] if result is not None else []
+    ladder = _ladder(result.config) if result is not None else None
     swaps = [s["swap_acceptance"] for s in summaries if "swap_acceptance" in s]
     swap = np.mean(swaps, axis=0) if swaps else []
     return {
@@ -199,6 +202,8 @@ def _tempering_row(
         "seconds_per_iteration": per_iteration,
         "cost_vs_inner": 1.0 if spec.is_inner else float("nan"),
         "warmup_seconds": warmup,
+        "levels": len(ladder) if ladder is not None else "",
+        "hot_end": float(ladder[-1]) if ladder is not None else "",
         "swap_acceptance": " ".join(f"{a:.2f}" for a in np.atleast_1d(swap)) if np.size(swap) > 1 else "",
         "round_trips": int(sum(s.get("round_trips", 0) for s in summaries))
         if spec.tempering == "swaps"
@@ -212,6 +217,15 @@ def _tempering_row(
         if summaries and "evaluations_per_density" in summaries[0]
         else "",
     }
+
+
+def _ladder(config) -> np.ndarray | None:
+    """The betas a tempering run used: placed or given, else the geometric ladder of levels and beta_min."""
+    if getattr(config, "betas", None) is not None:
+        return np.asarray(config.betas)
+    if hasattr(config, "levels") and hasattr(config, "beta_min"):
+        return geometric_betas(config.levels, config.beta_min)
+    return None
 
 
 def _trace(result, label: str, sampler: str) -> list[dict]:
@@ -228,6 +242,6 @@ def _write_tables(folder: Path, rows: list[dict], traces: list[dict]) -> None:
         writer.writeheader()
         writer.writerows(traces)
     columns = ["size", "sampler", "wall_seconds", "cost_vs_inner", "ess_bulk_min", "ess_per_second",
-               "ess_per_second_sampling", "rhat_max", "rhat_median", "swap_acceptance", "round_trips",
-               "tt_acceptance"]  # fmt: skip
+               "ess_per_second_sampling", "rhat_max", "rhat_median", "levels", "hot_end", "swap_acceptance",
+               "round_trips", "tt_acceptance"]  # fmt: skip
     print(write_table(folder, "table", rows, columns))
