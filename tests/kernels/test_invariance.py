@@ -18,6 +18,7 @@ from stanaccel.kernels import (
     PCN,
     Cycle,
     DiscretizingChain,
+    FunctionDensity,
     HessianPCN,
     Mixture,
     ParallelTempering,
@@ -31,6 +32,7 @@ from stanaccel.kernels import (
 from stanaccel.kernels.independence import IndependenceMetropolis
 from stanaccel.kernels.mala import MALA
 from stanaccel.kernels.metropolis import accept
+from stanaccel.kernels.pcn import PosteriorPCN
 from stanaccel.kernels.state import Info
 from tests.kernels.models import exact_level_draws, mvn_density, mvn_problem
 
@@ -147,6 +149,20 @@ def approximation(beta: float = 0.4):
     return mvn_density(DATA, beta=beta)
 
 
+def pcn_on(density):
+    """pCN on ``density`` about a Gaussian near the posterior (wider, off its mean), its state log density."""
+    return PosteriorPCN(density, MEAN + SD / 2, np.diag((1.5 * SD) ** 2), rho=0.5)
+
+
+def likelihood_pcn_on(density):
+    """The same proposals and decisions as :func:`pcn_on`, its state the log ratio to the reference
+    (:class:`PCN` on density / reference): what ``dc`` and ``tt-approx`` with ``inner = "pcn"`` were given
+    before, so that they read log pi* - log N as log pi* and sampled pi x N."""
+    reference = pcn_on(density)
+    ratio = FunctionDensity(density.dim, lambda x: density.log_density(x) - reference.log_reference(x))
+    return PCN(ratio, reference.mean, np.diag((1.5 * SD) ** 2), rho=0.5)
+
+
 def mh_on(density):
     return RandomWalkMetropolis(density, scale=1.5 * SD.max())
 
@@ -181,6 +197,7 @@ def correct_kernels():
         "HMC": (HMC(posterior, step_size=0.15, n_steps=6, step_size_jitter=0.3), None),
         "MALA": (MALA(posterior, step_size=1.0, inv_metric=SD**2), None),
         "pCN": (PCN(likelihood, DATA["mu0"], DATA["Sigma0"], rho=0.9), None),
+        "pCN about a fitted Gaussian": (pcn_on(posterior), None),
         "IMH": (independence(), None),
         "h-pCN": (hessian_pcn(), None),
         "PT": (ParallelTempering(pl, lambda d, m: inner(d, m, pl)), pl),
@@ -196,11 +213,18 @@ def correct_kernels():
             DiscretizingChain(posterior, hessian_pcn(density=approximation()), moves=2, jump=3),
             None,
         ),
+        "DC (pCN)": (DiscretizingChain(posterior, pcn_on(approximation()), moves=2, jump=3), None),
         "mixture of MH scales and HMC": (scales_mixture(), None),
         "TT over approximations": (
             TemperedTransitions(
                 approximation_ladder(posterior, [approximation(0.6), approximation(0.3)]),
                 lambda d, m: Cycle([mh_on(d)] * 3),
+            ),
+            None,
+        ),
+        "TT over approximations (pCN)": (
+            TemperedTransitions(
+                approximation_ladder(posterior, [approximation(0.6)]), lambda d, m: pcn_on(d)
             ),
             None,
         ),
@@ -227,6 +251,17 @@ def broken_kernels():
         "DC ignoring pi*": (
             DiscretizingChainIgnoringApproximation(
                 mvn_density(DATA), mh_on(approximation()), moves=3, jump=4
+            ),
+            None,
+        ),
+        "DC with pCN's likelihood as its state": (
+            DiscretizingChain(mvn_density(DATA), likelihood_pcn_on(approximation()), moves=2, jump=3),
+            None,
+        ),
+        "TT over approximations with pCN's likelihood as its state": (
+            TemperedTransitions(
+                approximation_ladder(mvn_density(DATA), [approximation(0.6)]),
+                lambda d, m: likelihood_pcn_on(d),
             ),
             None,
         ),

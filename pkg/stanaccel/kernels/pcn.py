@@ -1,10 +1,23 @@
-"""Preconditioned Crank-Nicolson (pCN) for targets with a Gaussian prior.
+"""Preconditioned Crank-Nicolson (pCN) for targets with a Gaussian prior or reference.
 
 The target is N(x | mean, covariance) * L(x). The proposal
 x' = mean + rho (x - mean) + sqrt(1 - rho^2) C^(1/2) z keeps the prior
 invariant, so the Metropolis-Hastings ratio is the likelihood ratio
 L(x') / L(x) alone (Cotter et al. 2013). ``rho = (1 - h/4) / (1 + h/4)``
 for a step h, as in the Deep MCMC paper.
+
+Two kernels make the same proposals and the same decisions:
+
+- :class:`PCN` takes the likelihood L and keeps log L in ``State.log_density``,
+  as the papers write it;
+- :class:`PosteriorPCN` takes the whole target pi and a Gaussian reference
+  N(mean, C) (a prior, or a Gaussian fitted to pi) and keeps log pi there.
+
+A kernel that reads its inner move's state as that move's target needs the
+second: the discretizing chain weighs a mark by pi / pi* with pi* from the
+inner state, and tempered transitions take each level's ratio from it. Given
+:class:`PCN`, they would read log pi* - log N as log pi*, and sample pi x N
+instead of pi (with N fitted to pi, half the posterior's variance).
 """
 
 from __future__ import annotations
@@ -71,7 +84,7 @@ def pcn_proposal(
 
 
 class PCN:
-    """pCN Metropolis-Hastings, exact for prior x likelihood.
+    """pCN Metropolis-Hastings, exact for prior x likelihood; its state holds the log likelihood.
 
     Parameters
     ----------
@@ -101,5 +114,50 @@ class PCN:
         proposal = pcn_proposal(state.position, self.mean, self.cholesky, self.rho, rng)
         lp = safe_log_density(self.log_likelihood, proposal)
         accepted, probability = accept(lp - state.log_density, rng)
+        info = Info(accepted, probability, failed=lp == -np.inf)
+        return (State(proposal, lp), info) if accepted else (state, info)
+
+
+class PosteriorPCN:
+    """pCN on a whole target pi about a Gaussian reference N(mean, C): exact for pi, its state log pi.
+
+    The proposal keeps the reference invariant, so the Metropolis-Hastings
+    ratio is pi(x') N(x) / (pi(x) N(x')), the likelihood ratio of
+    :class:`PCN` with L = pi / N. ``State.log_density`` is log pi, as every
+    other kernel's is, so it can move on an approximation pi* inside the
+    discretizing chain or tempered transitions (see the module's notes).
+
+    Parameters
+    ----------
+    log_density : log density
+        The target pi.
+    mean, covariance : ndarray
+        The Gaussian reference (a covariance matrix, or a vector of variances).
+    rho, step : float
+        As for :class:`PCN`.
+    """
+
+    exact = True
+
+    def __init__(self, log_density, mean, covariance, rho: float | None = None, step: float | None = None):
+        self.rho = pcn_rho(rho, step)
+        self.density = log_density
+        self.mean = np.asarray(mean, dtype=float)
+        self.cholesky = gaussian_root(covariance)
+
+    def log_reference(self, x: np.ndarray) -> float:
+        """log N(x | mean, C) up to a constant."""
+        w = whiten(self.cholesky, x - self.mean)
+        return -0.5 * float(w @ w)
+
+    def init(self, position: np.ndarray) -> State:
+        position = np.array(position, dtype=float)
+        return check_start(State(position, safe_log_density(self.density, position)), "PosteriorPCN")
+
+    def step(self, state: State, rng: np.random.Generator) -> tuple[State, Info]:
+        proposal = pcn_proposal(state.position, self.mean, self.cholesky, self.rho, rng)
+        lp = safe_log_density(self.density, proposal)
+        log_ratio = lp - state.log_density + self.log_reference(state.position) - self.log_reference(proposal)
+        accepted, probability = accept(log_ratio, rng)
         info = Info(accepted, probability, failed=lp == -np.inf)
         return (State(proposal, lp), info) if accepted else (state, info)

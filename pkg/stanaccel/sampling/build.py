@@ -19,7 +19,6 @@ import numpy as np
 from stanaccel.approx import KeepConstants
 from stanaccel.kernels import (
     HMC,
-    PCN,
     Cycle,
     DiscretizingChain,
     ParallelTempering,
@@ -31,7 +30,7 @@ from stanaccel.kernels import (
     subsampled_ladder,
 )
 from stanaccel.kernels.hessian_pcn import HessianPCN
-from stanaccel.kernels.pcn import gaussian_root, whiten
+from stanaccel.kernels.pcn import PosteriorPCN, gaussian_root
 from stanaccel.sampling.config import ConfigError, SamplerConfig, method_record
 from stanaccel.sampling.program import approximation, approximation_specs, observations_for
 from stanaccel.sampling.warmup import Adaptation
@@ -132,37 +131,17 @@ def no_laplace(method: str) -> ConfigError:
 def pcn_kernel(density, reference: tuple[np.ndarray, np.ndarray], step: float):
     """pCN on ``density`` about the Gaussian ``reference``; O(dim) per step for N(0, I).
 
-    About the standard normal (a whitened prior) it is :class:`HessianPCN` with no
-    eigenpairs, the same proposals and decisions as plain pCN on the likelihood,
-    without the O(dim^2) products of a general Gaussian reference.
+    Its state holds log ``density`` (:class:`~stanaccel.kernels.pcn.PosteriorPCN`), not the
+    ratio to the reference, so that it can be the inner move of ``dc`` and ``tt-approx``, which
+    read a move's state as its target's. About the standard normal (a whitened prior) it is
+    :class:`HessianPCN` with no eigenpairs, the same proposals and decisions, without the
+    O(dim^2) products of a general Gaussian reference.
     """
     mean, cov = reference
     root = gaussian_root(cov)
     if root.ndim == 1 and np.all(root == 1.0) and not np.any(mean):
         return HessianPCN(density, mean, np.zeros(0), np.zeros((len(mean), 0)), step=step)
-    return PCN(ReferenceRatio(density, mean, cov), mean, cov, step=step)
-
-
-class ReferenceRatio:
-    """log pi(x) - log N(x | mean, cov): the likelihood part of pi for pCN with a Gaussian reference."""
-
-    def __init__(self, density, mean: np.ndarray, cov: np.ndarray):
-        self.density = density
-        self.dim = density.dim
-        self.mean = mean
-        self.root = gaussian_root(cov)
-
-    @property
-    def n_log_density(self) -> int:
-        return self.density.n_log_density
-
-    @property
-    def n_gradient(self) -> int:
-        return self.density.n_gradient
-
-    def log_density(self, x: np.ndarray) -> float:
-        w = whiten(self.root, x - self.mean)
-        return self.density.log_density(x) + 0.5 * float(w @ w)
+    return PosteriorPCN(density, mean, cov, step=step)
 
 
 class KernelFactory:
