@@ -10,18 +10,26 @@ stray write can damage it after it was written. :func:`write_checked_pickle`
 records the file's size and SHA-256 in a manifest beside it, written last,
 and :func:`read_checked_pickle` refuses a file that does not match it. The
 compile cache (:mod:`stanaccel.stan.cache`) uses the same manifests
-(:func:`damage`, :func:`write_manifest`). This module imports nothing else of
+(:func:`damage`, :func:`write_manifest`).
+
+Two runs writing one place would overwrite each other's files half way: a
+run holds :func:`exclusive_lock` on its output (a workflow's folder, the file
+of ``stanaccel sample -o`` or ``nuts -o``) from before its first draw until its last write,
+and a second run is refused at once. This module imports nothing else of
 stanaccel.
 """
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import hashlib
 import json
 import os
 import pickle
 import tempfile
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +44,25 @@ def write_bytes(path: Path, payload: bytes) -> None:
         file.flush()
         os.fsync(file.fileno())
     os.replace(temporary, path)
+
+
+def write_with(path: Path, write: Callable[[Path], Any]) -> None:
+    """Have ``write`` make the file ``path`` atomically: it writes a temporary file beside it.
+
+    For writers that take a path rather than bytes (a netCDF file is
+    written group by group): a reader never sees the file half written, and
+    two processes never write the same file at once. The temporary file is
+    removed if ``write`` fails; its exception is raised.
+    """
+    path = Path(path)
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        write(temporary)
+        with open(temporary, "rb") as file:
+            os.fsync(file.fileno())
+        os.replace(temporary, path)
+    finally:
+        temporary.unlink(missing_ok=True)
 
 
 def write_pickle(path: Path, value: Any) -> None:
@@ -74,6 +101,51 @@ def remove_checked(path: Path) -> None:
     """Remove a file written by :func:`write_checked_pickle` and its manifest, if present."""
     for file in (Path(path), manifest_path(Path(path))):
         file.unlink(missing_ok=True)
+
+
+class OutputInUse(OSError):
+    """Another stanaccel run holds the lock on an output (see :func:`exclusive_lock`)."""
+
+
+@contextlib.contextmanager
+def exclusive_lock(lock: Path, what: str, instead: str) -> Iterator[None]:
+    """Hold an exclusive lock on the file ``lock``, which names this process id, while the block runs.
+
+    The operating system drops the lock when the process ends, killed or
+    not, so a lock is never left behind; the file stays.
+
+    Parameters
+    ----------
+    lock : Path
+        The lock file, created if absent (its folder must exist).
+    what : str
+        The output it guards, for the message: ``"output folder out"``.
+    instead : str
+        What to give a second run instead: ``"another output folder (--output)"``.
+
+    Raises
+    ------
+    OutputInUse
+        Another process holds the lock; the message names ``what`` and that process's id.
+    """
+    with open(lock, "a+") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            handle.seek(0)
+            other = handle.read().strip() or "unknown"
+            raise OutputInUse(
+                f"{what} is in use by another stanaccel run (pid {other}); wait for it "
+                f"to end, or give this run {instead}"
+            ) from None
+        handle.seek(0)
+        handle.truncate()
+        handle.write(f"{os.getpid()}\n")
+        handle.flush()
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 # The manifests, shared with the compile cache (stanaccel.stan.cache): an artefact is used

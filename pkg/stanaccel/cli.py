@@ -13,11 +13,14 @@
 Exit status: 0 on success, 2 for bad input (the message names it), 130 when
 interrupted (Ctrl-C), after writing what was drawn; 1 when the output could
 not be written whole (draws in a fallback file, a report missing a step's outputs).
+``nuts`` and ``sample`` lock their output file from the start: a second run on
+the same file is refused (exit status 2).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 import warnings
 from pathlib import Path
@@ -58,14 +61,33 @@ def _seed(below: int):
     return seed
 
 
+def _output_lock(output: Path) -> contextlib.AbstractContextManager[None]:
+    """Hold a lock on the output file (``.NAME.lock`` beside it) from before the warm-up to the last write.
+
+    Two runs writing one file would mix their writes into an unreadable
+    file: the second is refused at once, naming the first one's process id.
+    """
+    from stanaccel.atomic import exclusive_lock
+
+    lock = output.with_name(f".{output.name}.lock")
+    return exclusive_lock(lock, f"output file {output}", "another output file (-o)")
+
+
 def _nuts(args: argparse.Namespace) -> int:
+    from stanaccel.diagnostics.files import check_writable
+
+    output = check_writable(args.output or f"{Path(args.program).stem}-nuts.nc")
+    with _output_lock(output):
+        return _nuts_into(args, output)
+
+
+def _nuts_into(args: argparse.Namespace, output: Path) -> int:
     from stanaccel.diagnostics import convergence_metrics, summary, to_inference_data
-    from stanaccel.diagnostics.files import check_writable, save_netcdf
+    from stanaccel.diagnostics.files import save_netcdf
     from stanaccel.sampling.program import Program, check_finite_data, prepare_data
     from stanaccel.stan import StanModel
     from stanaccel.stan.nuts import WarmupState, sample_nuts
 
-    output = check_writable(args.output or f"{Path(args.program).stem}-nuts.nc")
     warmup_from = WarmupState.from_netcdf(args.warmup_from) if args.warmup_from else None
     program = _program(args.program)
     data = prepare_data(Program.of(program), args.data)  # beta = 1 where declared
@@ -154,11 +176,19 @@ def _print_warnings(metrics: dict) -> None:
 
 def _sample(args: argparse.Namespace) -> int:
     from stanaccel.diagnostics.files import check_writable
-    from stanaccel.sampling.engine import sample
-    from stanaccel.sampling.result import write_result
 
     method, settings, sources = _sample_settings(args)
     output = check_writable(args.output or f"{Path(args.program).stem}-{method}.nc")
+    with _output_lock(output):
+        return _sample_into(args, output, method, settings, sources)
+
+
+def _sample_into(
+    args: argparse.Namespace, output: Path, method: str, settings: dict, sources: dict[str, str]
+) -> int:
+    from stanaccel.sampling.engine import sample
+    from stanaccel.sampling.result import write_result
+
     warmup_from = args.warmup_from
     if warmup_from and len(warmup_from) == 1:
         warmup_from = warmup_from[0]

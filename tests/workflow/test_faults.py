@@ -10,6 +10,7 @@ import time
 import numpy as np
 import pytest
 
+from stanaccel.atomic import exclusive_lock, write_with
 from stanaccel.cli import main
 from stanaccel.datasets import generate
 from stanaccel.diagnostics import to_inference_data
@@ -47,6 +48,63 @@ def test_draws_go_to_a_fallback_file_when_the_output_cannot_be_written(tmp_path,
     written = save_netcdf(idata, UNWRITABLE)
     assert written.parent == tmp_path and written.name.startswith("fit-rescued-")
     np.testing.assert_array_equal(az.from_netcdf(str(written)).posterior["x"].values, draws)
+
+
+@pytest.mark.parametrize("command", ["nuts", "sample"])
+def test_a_second_run_on_the_same_output_file_is_refused_at_once(tmp_path, capsys, mvn_data_file, command):
+    out = tmp_path / "out" / "same.nc"
+    out.parent.mkdir()
+    out.write_bytes(b"the first run's file")
+    with exclusive_lock(out.with_name(".same.nc.lock"), "the first run", "-"):
+        code = main([command, "mvn_mean", "--data", str(mvn_data_file), "-q", "-o", str(out)])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert err == (
+        f"stanaccel {command}: error: output file {out} is in use by another stanaccel run "
+        f"(pid {os.getpid()}); wait for it to end, or give this run another output file (-o)\n"
+    )
+    assert out.read_bytes() == b"the first run's file"
+
+
+def test_sample_keeps_its_draws_in_a_rescue_file_when_its_output_cannot_be_written(
+    tmp_path, monkeypatch, capsys, mvn_program, mvn_data_file
+):
+    from stanaccel.sampling import engine
+
+    monkeypatch.chdir(tmp_path)
+    out = tmp_path / "out" / "same.nc"
+    real_sample = engine.sample
+
+    def sample_then_block_the_output(*args, **kwargs):
+        result = real_sample(*args, **kwargs)
+        out.mkdir()  # a folder where the file should go: renaming onto it fails, even for root
+        return result
+
+    monkeypatch.setattr(engine, "sample", sample_then_block_the_output)
+    args = ["sample", "mvn_mean", "--data", str(mvn_data_file), "--chains", "2", "--warmup", "150"]
+    code = main([*args, "--draws", "200", "-q", "-o", str(out)])
+    err = capsys.readouterr().err
+    [rescue] = tmp_path.glob("same-rescued-*.nc")
+    assert code == 1
+    assert f"stanaccel sample: could not write {out}; wrote the draws to {rescue}" in err
+    assert "Traceback" not in err
+    posterior = az.from_netcdf(str(rescue)).posterior
+    assert (posterior.sizes["chain"], posterior.sizes["draw"]) == (2, 200)
+    assert rescue.with_name(rescue.name.removesuffix(".nc") + ".metrics.json").is_file()
+    assert not [p.name for p in (*tmp_path.iterdir(), *out.parent.iterdir()) if p.name.endswith(".tmp")]
+
+
+def test_a_failed_write_leaves_the_previous_file_whole(tmp_path):
+    path = tmp_path / "fit.nc"
+    path.write_bytes(b"whole")
+
+    def write_half(temporary):
+        temporary.write_bytes(b"ha")
+        raise OSError(28, "No space left on device")
+
+    with pytest.raises(OSError, match="No space left"):
+        write_with(path, write_half)
+    assert path.read_bytes() == b"whole" and [p.name for p in tmp_path.iterdir()] == ["fit.nc"]
 
 
 def _interrupt(command: list[str], marker: str, delay: float, timeout: float = 180) -> tuple[int, str]:

@@ -3,7 +3,9 @@
 A run can take hours, so an output path is checked before anything is
 compiled or sampled (:func:`check_writable`), and if writing still fails at
 the end (the disk filled, the folder vanished), the draws go to a fallback
-file whose path is returned (:func:`save_netcdf`), never to nowhere.
+file whose path is returned (:func:`save_netcdf`), never to nowhere. A netCDF
+file is written beside its path and then renamed to it, so a reader never sees
+it half written.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from stanaccel.atomic import write_with
 from stanaccel.diagnostics._arviz import az
 
 
@@ -61,21 +64,22 @@ def fallback_path(path: str | Path) -> Path:
 
 
 def save_netcdf(idata: az.InferenceData, path: str | Path) -> Path:
-    """Write InferenceData to ``path``; if that fails, to a fallback file.
+    """Write InferenceData to ``path`` atomically; if that fails, to a fallback file.
 
     Returns
     -------
     Path
         The file written: ``path``, or the fallback (see :func:`fallback_path`)
-        when writing ``path`` raised an ``OSError``. The caller tells the user.
+        when writing ``path`` raised any exception (a full disk, a folder in
+        its place, a netCDF library error). The caller tells the user.
     """
     path = Path(path)
     try:
-        idata.to_netcdf(str(path))
+        write_with(path, lambda temporary: idata.to_netcdf(str(temporary)))
         return path
-    except OSError:
+    except Exception:
         rescue = fallback_path(path)
-        idata.to_netcdf(str(rescue))
+        write_with(rescue, lambda temporary: idata.to_netcdf(str(temporary)))
         return rescue
 
 

@@ -19,16 +19,14 @@ with :class:`~stanaccel.workflow.interrupts.WorkflowInterrupted` and
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import json
-import os
 import shutil
 import time
 import tomllib
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from stanaccel.atomic import exclusive_lock
 from stanaccel.diagnostics.files import check_writable
 from stanaccel.executors import Executor, check_spec, executor_from
 from stanaccel.seeds import check_seed
@@ -124,41 +122,18 @@ def run_workflow(
             return _run_steps(workflow, context, use_cache)
 
 
-class OutputInUse(OSError):
-    """Another ``stanaccel run`` is writing to the same output folder."""
-
-
-@contextlib.contextmanager
-def output_lock(output: Path) -> Iterator[None]:
+def output_lock(output: Path) -> contextlib.AbstractContextManager[None]:
     """Hold an exclusive lock on ``output`` (its file ``.stanaccel-run.lock``) while a run writes there.
 
     Two runs writing one folder would overwrite each other's checkpoints and
-    netCDF files: the second is refused at once.
+    netCDF files: the second is refused at once (:func:`stanaccel.atomic.exclusive_lock`).
 
     Raises
     ------
     OutputInUse
         Another run holds the lock; the message names the folder and that run's process id.
     """
-    path = Path(output) / LOCK
-    with open(path, "a+") as handle:
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            handle.seek(0)
-            other = handle.read().strip() or "unknown"
-            raise OutputInUse(
-                f"output folder {output} is in use by another stanaccel run (pid {other}); wait for it "
-                "to end, or give this run another output folder (--output)"
-            ) from None
-        handle.seek(0)
-        handle.truncate()
-        handle.write(f"{os.getpid()}\n")
-        handle.flush()
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
+    return exclusive_lock(Path(output) / LOCK, f"output folder {output}", "another output folder (--output)")
 
 
 def _run_steps(workflow: Workflow, context: RunContext, use_cache: bool) -> RunContext:
