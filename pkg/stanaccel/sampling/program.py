@@ -73,6 +73,10 @@ SUBSET_KINDS = ("subset", "control-variate")
 AUTOMATIC_KINDS = ("control-variate", "laplace")
 """Approximations built about the posterior mode, once per run (their set-up time charged)."""
 
+GENERAL_KINDS = (*SUBSET_KINDS, "laplace", "program")
+"""The approximation kinds that approximate any Stan program; the others belong to one posterior
+(``fitc`` and ``sor`` to the bundled gp_ard, ``coarse`` and ``linearized`` to the PDE posterior)."""
+
 
 class ProgramConventionError(ValueError):
     """The program lacks what a method needs (``beta``, declared observations, matching parameters)."""
