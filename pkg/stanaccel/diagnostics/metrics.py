@@ -379,24 +379,49 @@ def warning_block(metrics: dict[str, Any], indent: str = "") -> str:
 
 
 def statistics_lines(metrics: dict[str, Any], indent: str = "") -> list[str]:
-    """One console line per kernel statistic of ``metrics["method_statistics"]`` (none if there are none)."""
-    rows = combined_statistics(metrics.get("method_statistics") or {})
+    """One console line per kernel statistic of ``metrics["method_statistics"]`` (none if there are none),
+    and one saying why there is no evidence where ``metrics["evidence"]`` says it is not given."""
+    rows = combined_statistics(metrics.get("method_statistics") or {}) + evidence_rows(metrics)
+    if metrics.get("rejected_by_program"):
+        rows.append((REJECTED_LABEL, metrics["rejected_by_program"]))
     return [f"{indent}{label}: {_shown(value)}" for label, value in rows]
+
+
+def evidence_rows(metrics: dict[str, Any]) -> list[tuple[str, str]]:
+    """A row (label, why) when ``metrics["evidence"]`` says the evidence is not given; else none (a given
+    one is among the kernel statistics)."""
+    evidence = metrics.get("evidence") or {}
+    if not evidence.get("not_given"):
+        return []
+    return [("log evidence", f"not given: {evidence['not_given']}")]
 
 
 @numpy_path()
 def mcse_z_scores(
-    idata: az.InferenceData, var_name: str, true_mean: np.ndarray, true_sd: np.ndarray
+    idata: az.InferenceData,
+    var_name: str,
+    true_mean: np.ndarray,
+    true_sd: np.ndarray,
+    independent_floor: bool = False,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Errors of posterior mean and sd estimates in units of their Monte Carlo standard error.
 
     ``|z|`` below about 3.5 is what a correct sampler gives with high probability.
+    ``independent_floor``: divide by no less than the MCSE of as many independent
+    draws (sd / sqrt(n) for a mean, sd / sqrt(2 n) for an sd). A run whose
+    estimated ESS exceeds its draws (an antithetic kernel, or a noisy
+    autocorrelation estimate at a few hundred draws) is otherwise held to a
+    bound tighter than its error.
     """
     draws = idata.posterior[var_name]
     mean = draws.mean(dim=("chain", "draw")).values
     sd = draws.std(dim=("chain", "draw")).values
     mcse_mean = az.mcse(idata, var_names=[var_name], method="mean")[var_name].values
     mcse_sd = az.mcse(idata, var_names=[var_name], method="sd")[var_name].values
+    if independent_floor:
+        n = draws.sizes["chain"] * draws.sizes["draw"]
+        mcse_mean = np.maximum(mcse_mean, true_sd / np.sqrt(n))
+        mcse_sd = np.maximum(mcse_sd, true_sd / np.sqrt(2 * n))
     return (mean - true_mean) / mcse_mean, (sd - true_sd) / mcse_sd
 
 
