@@ -84,15 +84,17 @@ def _nuts(args: argparse.Namespace) -> int:
 def _nuts_into(args: argparse.Namespace, output: Path) -> int:
     from stanaccel.diagnostics import convergence_metrics, summary, to_inference_data
     from stanaccel.diagnostics.files import save_netcdf
-    from stanaccel.sampling.program import Program, check_finite_data, prepare_data
+    from stanaccel.sampling.program import Program, check_finite_data, check_parameters, prepare_data
     from stanaccel.stan import StanModel
     from stanaccel.stan.nuts import WarmupState, sample_nuts
 
     warmup_from = WarmupState.from_netcdf(args.warmup_from) if args.warmup_from else None
     program = _program(args.program)
+    check_parameters(program)  # before it is compiled
     data = prepare_data(Program.of(program), args.data)  # beta = 1 where declared
     model = StanModel(program, data)
     check_finite_data(model, data, f"data file {args.data}")
+    check_parameters(program, model.dim)
     given = {k: getattr(args, k) for k in NUTS_DEFAULTS if getattr(args, k) is not None}
     settings = given if warmup_from is not None else {**NUTS_DEFAULTS, **given}
     chains = settings.get("chains", len(warmup_from.step_size) if warmup_from is not None else 0)

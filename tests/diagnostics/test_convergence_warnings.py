@@ -16,7 +16,14 @@ import pytest
 
 from stanaccel.cli import main
 from stanaccel.datasets import generate
+from stanaccel.diagnostics.metrics import (
+    REJECTED_LABEL,
+    convergence_warnings,
+    method_warnings,
+    statistics_lines,
+)
 from stanaccel.diagnostics.report import write_report
+from stanaccel.sampling import METHODS, make_config, sample
 from stanaccel.stan import write_data
 from stanaccel.workflow import run_workflow
 from tests.sampling.programs import REGRESSION, regression_data
@@ -48,6 +55,62 @@ def test_cli_flags_a_run_that_has_not_converged(mvn_data, tmp_path, capsys):
     assert metrics["converged"] is False
     assert any(w.startswith("R-hat") for w in metrics["warnings"])
     assert any(w.startswith("bulk ESS") for w in metrics["warnings"])
+
+
+def test_a_value_just_past_its_limit_is_shown_with_the_digits_that_say_so():
+    metrics = {"chains": 4, "rhat_max": 1.0134, "ess_bulk_min": 399.6, "ess_tail_min": 1234.4}
+    assert [reason.split(":")[0] for reason in convergence_warnings(metrics)] == [
+        "R-hat 1.013 is above 1.01",
+        "bulk ESS 399.6 is below 400 (100 per chain)",
+    ]
+    assert convergence_warnings({"chains": 4, "rhat_max": 9863944627761746.0})[0].startswith(
+        "R-hat 9.86e+15 is above 1.01"
+    )
+    [reason] = method_warnings({"tt_acceptance": [0.0996, 0.5]})
+    assert reason.startswith("trajectory acceptance 0.0996 in chain 0 is below 0.1")
+
+
+def test_proposals_the_program_rejects_are_counted_as_such_not_as_divergences(reject_program):
+    result = sample(reject_program, None, "hmc", {"warmup": 300, "chains": 2, "draws": 1000}, seed=1,
+                    progress=False)  # fmt: skip
+    metrics = result.metrics()
+    assert metrics["rejected_by_program"] > 0 and metrics["divergences"] == 0
+    assert metrics["converged"] is True and metrics["warnings"] == []
+    assert f"{REJECTED_LABEL}: {metrics['rejected_by_program']}" in statistics_lines(metrics)
+
+
+HINTS = {
+    "nuts": "raise the target acceptance (delta) or reparametrise",
+    "hmc": "lower step_size or reparametrise",
+    "mh": "reparametrise",
+}
+
+
+@pytest.mark.parametrize("method", HINTS)
+def test_the_divergence_hint_names_only_a_setting_the_method_has(method):
+    config = make_config(method)
+    metrics = {"chains": 4, "draws_per_chain": 100, "divergences": 3, "settings": config.as_dict(),
+               "step_setting": METHODS[method].step_key(config)}  # fmt: skip
+    [reason] = convergence_warnings(metrics)
+    assert reason == (
+        "3 of 400 transitions diverged: the sampler could not follow the posterior somewhere, so the draws "
+        f"may be biased; {HINTS[method]}"
+    )
+
+
+@pytest.mark.filterwarnings("ignore:invalid value encountered:RuntimeWarning")  # R-hat of stuck chains
+@pytest.mark.filterwarnings("ignore:divide by zero encountered:RuntimeWarning")
+def test_a_run_that_accepts_nothing_says_so_and_names_its_step(tmp_path):
+    (tmp_path / "regression.stan").write_text(REGRESSION)
+    write_data(tmp_path / "data.json", regression_data())
+    result = sample(tmp_path / "regression.stan", tmp_path / "data.json", "mala",
+                    {"step_size": 1e5, "chains": 2, "draws": 200}, seed=1, progress=False)  # fmt: skip
+    metrics = result.metrics()
+    assert metrics["acceptance"] < 0.01 and metrics["converged"] is False
+    assert metrics["warnings"][0] == (
+        "acceptance 0.00 is below 0.01: almost every proposal was rejected, so the chains hardly moved; the "
+        "proposals reach too far: lower step_size (it is 100000)"
+    )
 
 
 def test_cli_nuts_says_a_converged_run_converged_and_flags_the_tree_depth(mvn_data, tmp_path, capsys):

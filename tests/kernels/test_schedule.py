@@ -5,9 +5,11 @@ import numpy as np
 import pytest
 from scipy import integrate, special, stats
 
-from stanaccel.diagnostics.metrics import combined_statistics, method_statistics
+from stanaccel.diagnostics.metrics import EVIDENCE_MEANING, combined_statistics, method_statistics
 from stanaccel.kernels import FunctionDensity, ParallelTempering, RandomWalkMetropolis, run_chains
+from stanaccel.kernels.evidence import evidence_report
 from stanaccel.kernels.ladder import nested_subsets, power_ladder, subset_betas
+from stanaccel.kernels.parallel_tempering import PRIOR_DRAWS
 from stanaccel.kernels.schedule import (
     adapt_schedule,
     equalised_betas,
@@ -142,8 +144,8 @@ def test_each_levels_inner_step_is_adapted_to_the_target_acceptance():
 
 def evidence(run) -> tuple[float, float]:
     rows = dict(combined_statistics(method_statistics(run.summaries)))
-    evidence = next(k for k in rows if k.startswith("log evidence log p(data)"))
-    return rows[evidence], rows["log evidence: its Monte Carlo standard error"]
+    evidence = next(k for k in rows if k.startswith(EVIDENCE_MEANING))  # what the number is, said with it
+    return rows[evidence], rows["log Z(beta=1) - log Z(beta=0): its Monte Carlo standard error"]
 
 
 def test_stepping_stone_evidence_of_the_gaussian_family():
@@ -196,6 +198,31 @@ def test_stepping_stone_evidence_of_a_poisson_gamma_model():
 def test_a_ladder_that_stops_above_zero_reports_no_evidence():
     run = run_chains(exact_pt(np.geomspace(1, 1 / 8, 5)), np.zeros((1, DIM)), 50, seed=1)
     assert "log_evidence" not in run.summaries[0]
+
+
+def test_an_improper_prior_gives_no_evidence_and_a_proper_one_does():
+    # x[1] is in no term: at beta = 0 (and at every level) it drifts without bound, so there is no evidence
+    def pt(flat: bool):
+        def prior(x):
+            return float(stats.norm.logpdf(x[0]) + (0.0 if flat else stats.norm.logpdf(x[1])))
+
+        def posterior(x):
+            return prior(x) + float(stats.norm.logpdf(1.0, x[0], 0.5))
+
+        ladder = power_ladder(FunctionDensity(2, posterior), FunctionDensity(2, prior), [1.0, 0.3, 0.1, 0.0])
+        return ParallelTempering(ladder, lambda density, m: RandomWalkMetropolis(density, scale=1.0))
+
+    improper = run_chains(pt(flat=True), np.zeros((4, 2)), 600, seed=7)  # R-hat 1.09, spread 1.95
+    kept = improper.summaries[0]["prior_draws"]
+    assert PRIOR_DRAWS <= len(kept) < 2 * PRIOR_DRAWS  # evenly spaced over the 600 scans
+    report = evidence_report(improper.summaries)
+    assert report["log_evidence"] is None and "did not settle" in report["not_given"]
+    assert report["description"] == EVIDENCE_MEANING
+    assert not any({"log_evidence", "prior_draws"} & set(s) for s in improper.summaries)  # no number shown
+    proper = evidence_report(run_chains(pt(flat=False), np.zeros((4, 2)), 600, seed=2).summaries)
+    assert (
+        "not_given" not in proper and np.isfinite(proper["log_evidence"]) and proper["log_evidence_mcse"] > 0
+    )
 
 
 @pytest.mark.parametrize("bad", [[1, 0.5], [0.9, 0.5, 0]])

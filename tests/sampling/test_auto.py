@@ -107,6 +107,21 @@ def test_auto_chooses_another_method_on_an_expensive_posterior(files, tmp_path, 
     assert metrics["rhat_max"] < 1.05
 
 
+def test_auto_pilots_are_never_longer_than_the_run(files):
+    lines = []
+    result = sample(files / "regression.stan", files / "regression.json", "auto", {"draws": 5}, seed=3,
+                    progress=False, log=lines.append)  # fmt: skip
+    assert result.num_draws == 5 and result.reports["auto"]["pilot_draws"] == 5
+    assert lines[0] == (
+        "auto: pilots of 5 draws per chain, the run's own length (pilot_draws = 100 is longer than the run's "
+        "draws)"
+    )
+    piloted = [
+        line for line in lines if line.endswith("after the shared warm-up (the first draws of its full run)")
+    ]
+    assert piloted and all("4 chains x 5 draws" in line for line in piloted)
+
+
 @pytest.mark.parametrize(
     ("settings", "message"),
     [
@@ -114,6 +129,7 @@ def test_auto_chooses_another_method_on_an_expensive_posterior(files, tmp_path, 
         ({"df": 5}, r"setting 'df' is a setting of imh, not of method 'auto'"),
         ({"warmup": "laplace"}, r"warmup = 'laplace': method 'auto' runs its own warm-ups"),
         ({"draws": 0}, r"draws = 0: must be at least 1"),
+        ({"pilot_draws": 10_000_000}, r"pilot_draws = 10000000: must be at most 1e\+06"),
         ({"colour": 1}, r"unknown setting 'colour' for method 'auto'; it takes only chains, draws"),
     ],
 )

@@ -142,7 +142,7 @@ def test_a_warmup_warning_is_printed_once_on_the_command_line(files, tmp_path, c
 
 
 def test_pathfinder_paths_that_end_at_different_modes_fall_back_to_the_nuts_warmup(files):
-    # b has two equal modes (case 4): Pathfinder's Pareto k cannot tell, its paths from 4 starts can
+    # b has two equal modes (case 4): Pathfinder's Pareto k cannot tell, its paths from 4 mirrored starts can
     folder, _ = files
     with pytest.warns(WarmupWarning, match="Pathfinder's 4 paths ended at modes .* more than one mode"):
         settings = {"warmup": "pathfinder", "draws": 200, "chains": 2}

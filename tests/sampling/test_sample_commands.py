@@ -4,6 +4,7 @@ import json
 
 import arviz as az
 import numpy as np
+import pytest
 
 from stanaccel.cli import main
 from stanaccel.stan import write_data
@@ -135,3 +136,20 @@ def test_workflow_sample_step_continues_a_cmdstan_run(tmp_path, mvn_model):
     result = context.results["tt"]["result"]
     assert result.config.chains == 2 and "warmup" not in result.charged_seconds
     assert result.config.step_size == float(np.median(fit.step_size))  # tuned from the CmdStan run
+
+
+@pytest.mark.parametrize(
+    "command", [["sample", "--method", "hmc"], ["sample", "--method", "auto"], ["sample", "--method", "nuts"],
+                ["nuts"]],
+)  # fmt: skip
+def test_a_program_without_parameters_is_refused_before_it_is_compiled(tmp_path, capsys, command):
+    (tmp_path / "zero.stan").write_text("data { real y; }\ngenerated quantities { real z = y; }\n")
+    write_data(tmp_path / "zero.json", {"y": 1.5})
+    code = main([command[0], str(tmp_path / "zero.stan"), "--data", str(tmp_path / "zero.json"), *command[1:],
+                 "-q", "-o", str(tmp_path / "fit.nc")])  # fmt: skip
+    assert code == 2
+    assert capsys.readouterr().err == (
+        f"stanaccel {command[0]}: error: zero.stan has no parameters, so there is nothing to sample: "
+        "stanaccel samples the parameters' posterior and does not offer Stan's fixed_param sampler; to run "
+        "the generated quantities from the data alone, use CmdStan's (method=sample algorithm=fixed_param)\n"
+    )

@@ -1,5 +1,9 @@
-"""``pt`` with its ladder adapted on a Stan program: the evidence against closed forms, and a bimodal
-posterior that NUTS gets wrong and default-setting PT gets right."""
+"""``pt`` with its ladder adapted on a Stan program: the evidence against closed forms (and refused, with
+the reason, where the prior is improper), and a bimodal posterior that NUTS gets wrong and
+default-setting PT gets right."""
+
+import json
+from pathlib import Path
 
 import arviz as az
 import numpy as np
@@ -7,9 +11,11 @@ import pytest
 
 from stanaccel.datasets import generate
 from stanaccel.datasets.mvn_mean import exact_log_evidence
+from stanaccel.diagnostics.metrics import EVIDENCE_MEANING
 from stanaccel.kernels.schedule import levels_for_acceptance, levels_for_trajectories
+from stanaccel.programs import program_path
 from stanaccel.sampling import sample
-from stanaccel.stan import compile_program
+from stanaccel.stan import compile_program, write_data
 from tests.sampling.programs import BIMODAL, BIMODAL_LOG_EVIDENCE, BIMODAL_RIGHT
 
 QUIET = {"progress": False}
@@ -91,3 +97,46 @@ def test_tempered_transitions_take_the_pilot_barrier_with_the_levels_trajectorie
     assert len(result.config.betas) == levels_for_acceptance(pilot["levels"], pilot["acceptance"])
     assert result.config.betas[-1] == 0 and schedule["levels"] == len(result.config.betas)
     assert 0.15 < np.mean(result.metrics()["method_statistics"]["tt_acceptance"]) < 0.6  # aimed at 0.3
+
+
+# x is in no term, so the beta = 0 level (and the posterior) is improper: it has no evidence.
+IMPROPER = """
+data { real<lower=0> beta; vector[5] y; }
+parameters { real mu; real x; }
+model { mu ~ normal(0, 1); target += beta * normal_lpdf(y | mu, 1); }
+"""
+LADDER = "betas=[1.0, 0.3, 0.1, 0.0]"  # given, so that no ladder is placed
+
+
+def run_cli(program, data: Path, tmp_path: Path, capsys) -> tuple[dict, str, str]:
+    from stanaccel.cli import main
+
+    out = tmp_path / "pt.nc"
+    code = main(["sample", str(program), "--data", str(data), "--method", "pt", "--set", LADDER,
+                 "--warmup", "300", "--draws", "300", "--seed", "1", "-q", "-o", str(out)])  # fmt: skip
+    printed = capsys.readouterr()
+    assert code == 0, printed.err
+    return json.loads((tmp_path / "pt.metrics.json").read_text()), printed.out, printed.err
+
+
+def test_pt_gives_no_evidence_for_an_improper_prior_and_says_why(tmp_path, capsys):
+    program = tmp_path / "improper.stan"
+    program.write_text(IMPROPER)
+    write_data(tmp_path / "data.json", {"beta": 1.0, "y": [1.2, 0.3, 2.1, 1.7, 0.9]})
+    metrics, out, err = run_cli(program, tmp_path / "data.json", tmp_path, capsys)
+    evidence = metrics["evidence"]
+    assert evidence["log_evidence"] is None and "did not settle" in evidence["not_given"]
+    assert evidence["description"] == EVIDENCE_MEANING
+    assert "log_evidence" not in metrics["method_statistics"]  # no number anywhere
+    assert "log evidence: not given: the beta = 0 level's draws did not settle" in out
+    assert "log evidence: not given" in err  # said at run time too
+    assert "p(data)" not in out.replace(EVIDENCE_MEANING, "")  # never shown as log p(data) alone
+
+
+def test_pt_says_what_its_evidence_is(tmp_path, capsys):
+    write_data(tmp_path / "data.json", generate("mvn_mean", N=20, D=3, seed=7).data)
+    metrics, out, _ = run_cli(program_path("mvn_mean"), tmp_path / "data.json", tmp_path, capsys)
+    evidence = metrics["evidence"]
+    assert evidence["description"] == EVIDENCE_MEANING and "not_given" not in evidence
+    assert evidence["log_evidence"] == pytest.approx(np.mean(metrics["method_statistics"]["log_evidence"]))
+    assert f"{EVIDENCE_MEANING}; by stepping stone over the ladder (mean over chains): " in out

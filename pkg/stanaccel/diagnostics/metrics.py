@@ -66,10 +66,29 @@ INNER_ACCEPTANCE_MIN = 0.05
 random-walk Metropolis is tuned to about 0.23 and HMC to 0.65-0.8, so one in twenty is far off.
 All levels stuck at one point swap with acceptance 1 and count round trips, meaning nothing."""
 
+REJECTED_LABEL = (
+    "proposals rejected by the program (its log density raised an error there, such as a reject(), "
+    "or was not finite; rejections, not divergences)"
+)
+"""The line that counts ``rejected_by_program``: the program said no to a point, which is no sign that
+the sampler could not follow the posterior (a divergence) nor that the run has not converged."""
+
+ACCEPTANCE_MIN = 0.01
+"""Mean acceptance below which a run's chains hardly moved: fewer than one proposal in a hundred was
+taken, so every estimate rests on a few points; the proposals reach too far (a step or scale too large)."""
+
 MARK_ACCEPTANCE_MIN = 0.05
 """Mark-move acceptance of the discretizing chain (DC) below which the chain moves on the
 posterior in fewer than one in twenty iterations, however well its inner chain moves on the
 approximation: the approximation is too far from the posterior (or ``jump`` too large)."""
+
+EVIDENCE_MEANING = (
+    "log Z(beta=1) - log Z(beta=0): the log evidence p(data) only if beta multiplies the whole likelihood "
+    "and the beta=0 level is the prior"
+)
+"""What the stepping-stone number of ``pt`` is, said wherever it is shown: the ratio of the normalisers of
+the ladder's ends, which is the evidence only for a program written so (a likelihood partly outside
+``beta`` leaves that part in Z(0))."""
 
 METHOD_STATISTICS = {  # key in a kernel's summary -> (label, how chains combine)
     "swap_acceptance": ("swap acceptance per neighbouring pair of levels", "mean"),
@@ -77,8 +96,8 @@ METHOD_STATISTICS = {  # key in a kernel's summary -> (label, how chains combine
     "round_trips": ("round trips of the hottest and coldest level (all chains)", "sum"),
     "round_trip_rate": ("round trips per scan", "mean"),
     "limit_round_trip_rate": ("round trips per scan in theory, 1 / (2 + 2 barrier), many levels", "mean"),
-    "log_evidence": ("log evidence log p(data), stepping stone over the ladder", "mean"),
-    "log_evidence_mcse": ("log evidence: its Monte Carlo standard error", "mcse"),
+    "log_evidence": (f"{EVIDENCE_MEANING}; by stepping stone over the ladder", "mean"),
+    "log_evidence_mcse": ("log Z(beta=1) - log Z(beta=0): its Monte Carlo standard error", "mcse"),
     "inner_acceptance": ("inner acceptance per level", "mean"),
     "tt_acceptance": ("tempered-transition acceptance", "mean"),
     "betas": ("ladder (beta per level)", "first"),
@@ -136,8 +155,10 @@ def convergence_metrics(
         JSON-ready: the worst case over parameters (``ess_bulk_min``,
         ``ess_tail_min``, ``rhat_max``; a constant quantity's NaN is left
         out), per-parameter values, ``ess_per_second`` (total time) and
-        ``ess_per_second_sampling``; ``divergences`` and
-        ``max_tree_depth_hits`` where the sample stats have them;
+        ``ess_per_second_sampling``; ``divergences``, ``max_tree_depth_hits``
+        and ``rejected_by_program`` (proposals where the log density raised
+        an error or was not finite: the sample stats' ``failed``) where the
+        sample stats have them;
         ``converged`` (no reason in :func:`convergence_warnings`) and
         ``warnings``, the reasons.
     """
@@ -160,6 +181,8 @@ def convergence_metrics(
     stats = getattr(idata, "sample_stats", None)
     if stats is not None and "diverging" in stats:
         metrics["divergences"] = int(stats["diverging"].values.sum())
+    if stats is not None and "failed" in stats:
+        metrics["rejected_by_program"] = int(stats["failed"].values.sum())
     if max_depth is None:
         max_depth = posterior.attrs.get("max_depth")
     if stats is not None and "tree_depth" in stats and max_depth is not None:
@@ -200,8 +223,15 @@ def convergence_warnings(metrics: dict[str, Any]) -> list[str]:
     - the worst bulk or tail ESS is below :data:`ESS_PER_CHAIN_MIN` (100)
       per chain;
     - there were divergent transitions (NUTS, HMC): the sampler could not
-      follow the posterior somewhere, so the draws may be biased;
-    - NUTS hit its largest tree depth: its trajectories were cut short.
+      follow the posterior somewhere, so the draws may be biased; the hint
+      names the target acceptance ``delta`` where the sampler has one
+      (``settings``; a Stan NUTS fit without them, which has ``max_depth``),
+      else its step (``step_setting``). Proposals the program rejected (a
+      ``reject``, a domain error: ``rejected_by_program``) are no divergences
+      and no reason;
+    - NUTS hit its largest tree depth: its trajectories were cut short;
+    - the mean ``acceptance`` is below :data:`ACCEPTANCE_MIN`: the chains
+      hardly moved (the reason names ``step_setting`` to lower, where known).
 
     A run of one chain has no R-hat (NaN); its ESS is still checked.
 
@@ -210,16 +240,29 @@ def convergence_warnings(metrics: dict[str, Any]) -> list[str]:
     metrics : dict
         What :func:`convergence_metrics` returns (or ``metrics.json``):
         ``chains``, ``rhat_max``, ``ess_bulk_min``, ``ess_tail_min`` and,
-        where known, ``divergences``, ``max_tree_depth_hits``, ``max_depth``
-        and the per-parameter ``rhat``, ``ess_bulk``, ``ess_tail``.
+        where known, ``divergences``, ``max_tree_depth_hits``, ``max_depth``,
+        the per-parameter ``rhat``, ``ess_bulk``, ``ess_tail``, and of a
+        sampling run its mean ``acceptance``, its ``settings`` and
+        ``step_setting`` (the setting of its step, from the table of methods).
     """
     reasons = []
     chains = int(metrics.get("chains") or 1)
+    acceptance = metrics.get("acceptance")
+    if acceptance is not None and acceptance < ACCEPTANCE_MIN:
+        step = metrics.get("step_setting")
+        value = (metrics.get("settings") or {}).get(step)
+        lower = f"lower {step}" + (f" (it is {value:g})" if isinstance(value, int | float) else "")
+        reasons.append(
+            f"acceptance {shown_beyond(acceptance, ACCEPTANCE_MIN, '.2f')} is below {ACCEPTANCE_MIN}: almost "
+            "every proposal was rejected, so the chains hardly moved; the proposals reach too far: "
+            + (lower if step else "make them smaller")
+        )
     rhat = metrics.get("rhat_max")
     if rhat is not None and not math.isnan(rhat) and rhat > RHAT_MAX:
         name = _worst_name(metrics.get("rhat") or {}, rhat)
         reasons.append(
-            f"R-hat {rhat:.3g}{f' ({name})' if name else ''} is above {RHAT_MAX}: the chains disagree "
+            f"R-hat {shown_beyond(rhat, RHAT_MAX, '.3g')}{f' ({name})' if name else ''} is above {RHAT_MAX}: "
+            "the chains disagree "
             "(not mixed, or stuck in different places); run longer or use a sampler that mixes better"
         )
     needed = ESS_PER_CHAIN_MIN * chains
@@ -227,8 +270,9 @@ def convergence_warnings(metrics: dict[str, Any]) -> list[str]:
         ess = metrics.get(f"ess_{kind}_min")
         if ess is not None and not math.isnan(ess) and ess < needed:
             name = _worst_name(metrics.get(f"ess_{kind}") or {}, ess)
+            shown = shown_beyond(ess, needed, ".0f")
             reasons.append(
-                f"{kind} ESS {ess:.0f}{f' ({name})' if name else ''} is below {needed} "
+                f"{kind} ESS {shown}{f' ({name})' if name else ''} is below {needed} "
                 f"({ESS_PER_CHAIN_MIN} per chain): too few effective draws for reliable estimates"
             )
     draws = chains * int(metrics.get("draws_per_chain") or 0)
@@ -236,7 +280,7 @@ def convergence_warnings(metrics: dict[str, Any]) -> list[str]:
     if divergences:
         reasons.append(
             f"{divergences} of {draws} transitions diverged: the sampler could not follow the posterior "
-            "somewhere, so the draws may be biased; raise the target acceptance (delta) or reparametrise"
+            f"somewhere, so the draws may be biased; {_divergence_hint(metrics)}"
         )
     hits = int(metrics.get("max_tree_depth_hits") or 0)
     if hits:
@@ -245,6 +289,17 @@ def convergence_warnings(metrics: dict[str, Any]) -> list[str]:
             "NUTS's trajectories were cut short; raise max_depth or reparametrise"
         )
     return reasons
+
+
+def _divergence_hint(metrics: dict[str, Any]) -> str:
+    """What to change against divergences: the target acceptance of a sampler that has one, else its step."""
+    settings = metrics.get("settings")
+    if settings is None and "max_depth" in metrics:  # a Stan NUTS fit, which records no settings
+        settings = {"delta": None}
+    if "delta" in (settings or {}):
+        return "raise the target acceptance (delta) or reparametrise"
+    step = metrics.get("step_setting")
+    return f"lower {step} or reparametrise" if step else "reparametrise"
 
 
 def method_statistics(summaries: list) -> dict[str, list]:
@@ -319,7 +374,8 @@ def method_warnings(statistics: dict[str, list]) -> list[str]:
         values = statistics.get(key)
         if values and min(values) < limit:
             chain = int(np.argmin(values))
-            reasons.append(f"{name} {min(values):.2g} in chain {chain} is below {limit}: {advice}")
+            shown = shown_beyond(min(values), limit, ".2g")
+            reasons.append(f"{name} {shown} in chain {chain} is below {limit}: {advice}")
     return reasons
 
 
@@ -348,6 +404,20 @@ def _shown(value: Any) -> str:
     if isinstance(value, list):
         return " ".join(_shown(v) for v in value)
     return shown_number(value) if isinstance(value, float) else str(value)
+
+
+def shown_beyond(value: float, limit: float, spec: str) -> str:
+    """``value`` in the format ``spec``, with more digits where that would hide its side of ``limit``.
+
+    An R-hat of 1.0134 shows as 1.013, not as 1.01 "above 1.01"; a bulk ESS
+    of 399.6 as 399.6, not as 400 "below 400".
+    """
+    text = format(value, spec)
+    digits = 2
+    while (float(text) - limit) * (value - limit) <= 0 and digits < 17:
+        digits += 1
+        text = f"{value:.{digits}g}"
+    return text
 
 
 def shown_number(value: float) -> str:

@@ -39,6 +39,7 @@ from stanaccel.diagnostics._arviz import az
 from stanaccel.diagnostics.metrics import (
     METHOD_STATISTICS,
     combined_statistics,
+    evidence_rows,
     judge,
     reference_z_scores,
     shown_number,
@@ -216,7 +217,7 @@ def _load_sampler(folder: Path, step: dict[str, Any]) -> dict[str, Any] | None:
                 else []
             ),
         ],
-        "statistics": _kernel_statistics(folder / "statistics.json"),
+        "statistics": _kernel_statistics(folder / "statistics.json") + evidence_rows(metrics),
         "auto": _auto_table(metrics.get("auto")),
         "schedule": _schedule_table(metrics.get("schedule")),
         "modes": (metrics.get("modes") or {}).get("message", ""),

@@ -108,8 +108,8 @@ class HMC:
 
         h0 = -state.log_density + self._kinetic(p)
         end = leapfrog(state.position, p, -state.gradient, epsilon, n_steps, self._velocity, self._potential)
-        if end.failed:
-            return state, Info(False, 0.0, divergent=True, failed=True, details={"n_steps": end.n_steps})
+        if end.failed:  # the program rejected a point on the way (a reject, a domain error): not a divergence
+            return state, Info(False, 0.0, failed=True, details={"n_steps": end.n_steps})
         q, lp, grad = end.position, -end.potential, -end.gradient
         energy_error = end.potential + self._kinetic(end.momentum) - h0
         divergent = bool(not np.isfinite(energy_error) or energy_error > DIVERGENCE)

@@ -14,7 +14,10 @@ On a power ladder the state also keeps, after each scan, the log likelihood
 at every level's point: the summary's stepping-stone evidence
 (:mod:`stanaccel.kernels.evidence`) when the ladder reaches beta = 0, and the
 measured round-trip rate beside the theory's
-(:mod:`stanaccel.kernels.schedule`, which also adapts the betas).
+(:mod:`stanaccel.kernels.schedule`, which also adapts the betas). There the
+state also keeps evenly spaced points of the beta = 0 level
+(:data:`PRIOR_DRAWS`), which say whether that level is proper: an evidence
+needs it to be (:func:`~stanaccel.kernels.evidence.evidence_report`).
 """
 
 from __future__ import annotations
@@ -29,6 +32,10 @@ from stanaccel.kernels.ladder import Ladder
 from stanaccel.kernels.metropolis import accept
 from stanaccel.kernels.schedule import limit_rate, round_trip_rate
 from stanaccel.kernels.state import Info, State, UndefinedStartError, check_start
+
+PRIOR_DRAWS = 256
+"""Points of the beta = 0 level kept per chain, evenly spaced over its scans (between this many and twice
+as many: every other one is dropped, and the spacing doubled, when twice as many are held)."""
 
 
 class ParallelTempering:
@@ -75,6 +82,8 @@ class ParallelTempering:
         if self.log_likelihood is not None:
             extra["log_likelihood"] = np.array([self.log_likelihood(r.position) for r in replicas])
             extra["log_likelihoods"] = []  # one row per scan: shared and appended to, never copied
+            if self.ladder.betas is not None and self.ladder.betas[-1] == 0:
+                extra["prior_draws"], extra["prior_spacing"] = [], 1  # shared too
         return self._level_zero(replicas[0], extra)
 
     def _init_level(self, level: int, position: np.ndarray) -> State:
@@ -148,6 +157,12 @@ class ParallelTempering:
         )
         if likelihood is not None:
             extra["log_likelihoods"].append(extra["log_likelihood"])
+        if "prior_draws" in extra and state.extra["iteration"] % extra["prior_spacing"] == 0:
+            kept = extra["prior_draws"]
+            kept.append(np.array(replicas[-1].position))
+            if len(kept) == 2 * PRIOR_DRAWS:
+                del kept[1::2]
+                extra["prior_spacing"] *= 2
         base = infos[0]
         info = Info(
             accepted=base.accepted or swapped_zero,
@@ -183,14 +198,20 @@ class ParallelTempering:
         }
 
     def evidence(self, state: State) -> dict:
-        """``log_evidence`` (log Z(1) - log Z(0), by stepping stone over this chain's scans) and
-        ``log_evidence_mcse``, on a power ladder that reaches beta = 0 after 4 scans or more; else nothing.
-        It is the log evidence of the program when its beta = 0 density is a normalised prior."""
+        """``log_evidence`` (log Z(1) - log Z(0), by stepping stone over this chain's scans),
+        ``log_evidence_mcse`` and ``prior_draws`` (the beta = 0 level's kept points, (n, dim)), on a power
+        ladder that reaches beta = 0 after 4 scans or more; else nothing. It is the log evidence of the
+        program when its beta = 0 density is a normalised prior."""
         rows = state.extra.get("log_likelihoods")
         if not rows or len(rows) < 4 or self.ladder.betas is None or self.ladder.betas[-1] != 0:
             return {}
         log_z, mcse = stepping_stone(self.ladder.betas, np.stack(rows))
-        return {"log_evidence": log_z, "log_evidence_mcse": mcse}
+        kept = state.extra.get("prior_draws")  # none in a checkpoint written before they were kept
+        return {
+            "log_evidence": log_z,
+            "log_evidence_mcse": mcse,
+            **({"prior_draws": np.stack(kept)} if kept else {}),
+        }
 
 
 def accepted_share(info: Info) -> float:

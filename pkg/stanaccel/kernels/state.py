@@ -55,9 +55,12 @@ class Info:
     acceptance_probability : float
         The Metropolis-Hastings acceptance probability of the proposal.
     divergent : bool
-        An HMC trajectory's energy error exceeded the divergence threshold.
+        An HMC trajectory's energy error exceeded the divergence threshold
+        (one stopped where the density is undefined is ``failed``, not divergent).
     failed : bool
-        The density was undefined at the proposal (counted as a rejection).
+        The density was undefined at the proposal, or on the trajectory to it:
+        the program rejected it (a Stan ``reject``, a domain error, a value
+        that is not finite). Counted as a rejection, not as a divergence.
     details : dict
         Kernel-specific records (swap outcomes, per-level statistics).
     """

@@ -250,7 +250,7 @@ class AutoencoderHMC(_LatentMoves):
         end = leapfrog(z, p, grad, epsilon, self.n_steps, lambda p: self.kinetic_matrix @ p, potential)
         if end.failed:
             details = {"n_steps": end.n_steps, "latent_evaluations": calls}
-            return state, Info(False, 0.0, divergent=True, failed=True, details=details)
+            return state, Info(False, 0.0, failed=True, details=details)  # rejected by the program
         z, p, potential, q = end.position, end.momentum, end.potential, end.extra
         if self.exact:
             lp, end_potential = -potential + self._auxiliary(z, q)[0], potential

@@ -64,7 +64,7 @@ from __future__ import annotations
 
 import tempfile
 import time
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -75,7 +75,7 @@ from stanaccel.diagnostics import reference_z_scores, worst_bulk_ess, worst_rhat
 from stanaccel.errors import ConfigError
 from stanaccel.executors import SerialExecutor
 from stanaccel.observations import Observations
-from stanaccel.sampling.config import DEFAULT_NUTS_WARMUP, _check, keys, make_config, setting
+from stanaccel.sampling.config import DEFAULT_NUTS_WARMUP, LARGEST, _check, keys, make_config, setting
 from stanaccel.sampling.methods import METHODS, MethodSpec
 from stanaccel.sampling.program import ProgramConventionError, check_program, has_beta
 from stanaccel.sampling.result import SampleResult, method_label
@@ -154,8 +154,8 @@ class AutoSettings:
     chains: int = setting(4, doc="chains of the full run", kind="int", low=1)
     draws: int = setting(1000, doc="draws per chain of the full run", kind="int", low=1)
     pilot_draws: int = setting(
-        100, doc="draws per chain of each pilot (the full run's chains; the first draws of the chosen run)",
-        kind="int", low=20,
+        100, doc="draws per chain of each pilot (the full run's chains; the first draws of the chosen run; "
+        "at most the run's draws)", kind="int", low=20, high=LARGEST,
     )  # fmt: skip
     observations: Observations | None = setting(
         doc="which data are per observation: dc is then piloted over control variates", kind="observations"
@@ -392,6 +392,10 @@ def _sample_auto(
 ) -> SampleResult:
     start = time.perf_counter()
     seeds = spawn_seeds(seed, SEEDS)
+    if auto.pilot_draws > auto.draws:  # a pilot is the start of its full run: never longer than it
+        say(f"auto: pilots of {auto.draws} draws per chain, the run's own length (pilot_draws = "
+            f"{auto.pilot_draws} is longer than the run's draws)")  # fmt: skip
+        auto = replace(auto, pilot_draws=auto.draws)
     chain_draws = auto.chains * auto.draws
     candidates, skipped = _candidates(auto, program, data)
     candidates.sort(key=lambda candidate: _order(candidate[0]))

@@ -254,7 +254,7 @@ class SamplerConfig:
         "a location, a scale and start points), or 'nuts-approx' (dc, tt-approx: NUTS's warm-up on "
         "the cheapest approximation, a Stan program)",
         kind="warmup",
-        low=0,
+        low=1,
     )
 
     def __post_init__(self):
@@ -789,6 +789,13 @@ def _check(key: str, value: Any, meta: dict, prefix: str) -> Any:
             raise ConfigError(
                 f"{shown}: expected a number of NUTS warm-up iterations or one of {names}"
                 + _hint(value, WARMUP_NAMES)
+            )
+        if value < meta["low"]:
+            raise ConfigError(
+                f"{shown}: must be at least {meta['low']} NUTS warm-up iteration: the sampler starts from "
+                f"what the warm-up adapts (step size, metric, start points), and {value} iterations adapt "
+                "none of it; give more iterations, a cheap warm-up ('pathfinder' or 'laplace', for the "
+                "methods that take one), or an earlier warm-up instead (--warmup-from)"
             )
         kind = "int"
     if kind == "int":

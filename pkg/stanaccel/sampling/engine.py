@@ -47,6 +47,7 @@ from stanaccel.sampling.program import (
     check_beta_used,
     check_finite_data,
     check_instance,
+    check_parameters,
     check_program,
     prepare_approximations,
     prepare_data,
@@ -192,11 +193,6 @@ def sample(
         raise ConfigError(
             f"warmup = {config.warmup!r} asks for a cheap warm-up, but the run has {given}: drop one of them"
         )
-    if spec.needs_draws and config.warmup == 0 and warmup_from is None:
-        raise ConfigError(
-            f"method {config.method!r} builds on the warm-up's draws, and warmup = 0 makes none: "
-            'give it warm-up iterations (warmup = 1000) or a cheap warm-up (warmup = "laplace")'
-        )
     if is_target(program):
         return _sample_target(config, program, seed, warmup_from, progress, say, checkpoint, executor, tune)
     if spec.uses_laplace(config):
@@ -257,6 +253,7 @@ def _sample_auto(
         data = json.loads(program.data_json)
     data_label = f"data file {data}" if isinstance(data, str | Path) else "the data"
     source = Program.of(_program_file(program))
+    check_parameters(source)  # before it is compiled
     data = prepare_data(source, data)
     if auto.observations is not None:
         try:
@@ -265,6 +262,7 @@ def _sample_auto(
             raise ProgramConventionError(str(error)) from None
     model = StanModel(load_program(program), data)
     check_finite_data(model, data, data_label)
+    check_parameters(source, model.dim)
     with _executor(executor) as chosen:
         return sample_auto(source, model, data, auto, seed=seed, progress=progress, say=say,
                            checkpoint=checkpoint, executor=chosen)  # fmt: skip

@@ -223,6 +223,18 @@ class MethodSpec:
             return METHODS[config.inner].inner_step
         return self.step
 
+    def step_key(self, config: SamplerConfig) -> str | None:
+        """The setting of ``config``'s step, to lower when almost no proposal is accepted.
+
+        The key of the step tuned after the warm-up (:meth:`tuned_step`), else
+        of its step as an inner kernel (:attr:`inner_step`: HMC's step size),
+        else of its inner kernel's; None where the table names no step (MH's
+        scale, IMH's proposal, Stan's NUTS, which adapts its own).
+        """
+        inner = getattr(config, "inner", None)
+        step = self.tuned_step(config) or self.inner_step or (METHODS[inner].inner_step if inner else None)
+        return None if step is None else step.key
+
     def warmup_adapts_step(self, config: SamplerConfig) -> bool:
         """Whether a cheap warm-up must have Stan's NUTS adapt an HMC step size for ``config``.
 

@@ -187,9 +187,44 @@ def observations_for(config: SamplerConfig, program, data: dict[str, Any]) -> Ob
     return declared
 
 
+NO_FIXED_PARAM = (
+    "stanaccel samples the parameters' posterior and does not offer Stan's fixed_param sampler; to run the "
+    "generated quantities from the data alone, use CmdStan's (method=sample algorithm=fixed_param)"
+)
+
+
+def check_parameters(program, dim: int | None = None) -> None:
+    """Refuse a program with nothing to sample, before its warm-up (or, without ``dim``, its compilation).
+
+    Parameters
+    ----------
+    program : Program, StanModel, CompiledProgram or path
+        The program (see :meth:`Program.of`).
+    dim : int, optional
+        Its number of unconstrained parameters on the data: 0 when every
+        parameter has a size of 0 there (``vector[N] x`` with ``N = 0``).
+
+    Raises
+    ------
+    ProgramConventionError
+        The program declares no parameters, or they have no entries with the data.
+    """
+    program = Program.of(program)
+    if not program.info["parameters"]:
+        raise ProgramConventionError(
+            f"{program.label} has no parameters, so there is nothing to sample: {NO_FIXED_PARAM}"
+        )
+    if dim == 0:
+        raise ProgramConventionError(
+            f"the parameters of {program.label} have no entries with this data (0 unconstrained values), so "
+            f"there is nothing to sample: {NO_FIXED_PARAM}"
+        )
+
+
 def check_program(config: SamplerConfig, program, data: dict[str, Any]) -> None:
     """Everything ``config`` needs of the program and data, checked before it is compiled."""
     program = Program.of(program)
+    check_parameters(program)
     needs = set(config.needs)
     approximations = [
         a for a in [getattr(config, "approx", None), *(getattr(config, "ladder", None) or [])] if a
@@ -271,11 +306,13 @@ def check_instance(
     ConfigError
         ``latent_dim`` too large, ``m`` not below the number of observations.
     ProgramConventionError
-        A subset that Stan refuses: a per-observation field left out of
+        Parameters with no entries on the data (nothing to sample); a subset
+        that Stan refuses: a per-observation field left out of
         ``observations``, or a ``beta`` whose declared bound excludes N/m.
     """
     check_finite_data(model, data, data_label)
     program = Program.of(model)
+    check_parameters(program, model.dim)
     if hasattr(config, "latent_dim"):  # a latent method
         if model.dim < 2:
             raise ConfigError(

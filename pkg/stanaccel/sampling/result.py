@@ -168,8 +168,9 @@ class SampleResult(Result):
 
         Also ``method_statistics``, each chain's kernel statistics (swap
         acceptance and round trips, trajectory acceptance, mark acceptance and
-        cache hits: :func:`~stanaccel.diagnostics.method_statistics`), and
-        ``converged`` and ``warnings``, which include the method's
+        cache hits: :func:`~stanaccel.diagnostics.method_statistics`),
+        ``step_setting`` (the setting of its step, which a reason may name),
+        and ``converged`` and ``warnings``, which include the method's
         (:func:`~stanaccel.diagnostics.metrics.judge`).
         """
         from stanaccel.diagnostics.metrics import judge, method_statistics
@@ -178,6 +179,10 @@ class SampleResult(Result):
         metrics["evaluations"] = metrics.pop("gradient_evaluations")
         metrics["ess_per_1000_evaluations"] = metrics.pop("ess_per_1000_gradients")
         metrics["method_statistics"] = method_statistics(self.reports.get("summaries", []))
+        # What the reasons' hints read: the method's settings (a delta?) and its step (from the table).
+        metrics["acceptance"] = self.acceptance
+        metrics["settings"] = jsonable(self.config.as_dict())
+        metrics["step_setting"] = method_spec(self.method).step_key(self.config)
         judge(metrics)
         return {
             "method": self.method,
@@ -189,10 +194,8 @@ class SampleResult(Result):
             "warnings": metrics["warnings"],
             **metrics,
             "charged_seconds": dict(self.charged_seconds),
-            "acceptance": self.acceptance,
             "quantities_failed": self.quantities_failed,
             "interrupted": self.interrupted,
-            "settings": jsonable(self.config.as_dict()),
             "setting_sources": dict(self.sources),
             **(
                 {"tuning": jsonable(self.reports["tuning_summary"])}
@@ -201,6 +204,7 @@ class SampleResult(Result):
             ),
             **({"warmup": jsonable(self.reports["warmup"])} if "warmup" in self.reports else {}),
             **({"schedule": jsonable(self.reports["schedule"])} if "schedule" in self.reports else {}),
+            **({"evidence": jsonable(self.reports["evidence"])} if "evidence" in self.reports else {}),
             **({"modes": jsonable(self.reports["modes"])} if "modes" in self.reports else {}),
             **({"auto": jsonable(self.reports["auto"])} if "auto" in self.reports else {}),
         }

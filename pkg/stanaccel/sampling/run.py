@@ -25,6 +25,7 @@ from stanaccel.diagnostics.modes import modes_report
 from stanaccel.executors import Executor, SerialExecutor
 from stanaccel.kernels import KernelRun, run_chains
 from stanaccel.kernels.driver import quantity_fields
+from stanaccel.kernels.evidence import evidence_report, no_evidence
 from stanaccel.sampling.batches import batch_evaluator
 from stanaccel.sampling.build import KernelFactory
 from stanaccel.sampling.chains import run_chains_on
@@ -32,7 +33,7 @@ from stanaccel.sampling.config import NUTS_WARMUP, PTConfig, SamplerConfig, TTCo
 from stanaccel.sampling.methods import StepTuning, method_spec
 from stanaccel.sampling.program import describe_approximation, prepare_approximations
 from stanaccel.sampling.result import SampleResult, method_label
-from stanaccel.sampling.schedule import adapt_ladder, adapts_schedule
+from stanaccel.sampling.schedule import IMPROPER_PRIOR, adapt_ladder, adapts_schedule
 from stanaccel.sampling.training import Trained, train
 from stanaccel.sampling.warmup import Adaptation, charge_borrowed, checkpoint_part, read_warmup
 from stanaccel.seeds import spawn_seeds
@@ -197,6 +198,9 @@ def run_sampler(
     if thin > 1:
         reports["iterations"] = resolved.chains * resolved.draws * thin
     reports["summaries"] = run.summaries
+    evidence = _evidence(run, reports.get("schedule"), say)
+    if evidence:
+        reports["evidence"] = evidence
     modes = _modes(adaptation, run, tempering=isinstance(resolved, PTConfig | TTConfig))
     if modes:
         reports["modes"] = modes
@@ -217,6 +221,20 @@ def _modes(adaptation: Adaptation, run: KernelRun, tempering: bool) -> dict:
         return {}
     warmup = adaptation.draws.reshape(chains, -1, adaptation.draws.shape[-1])
     return modes_report(warmup, run.positions if tempering else None)
+
+
+def _evidence(run: KernelRun, schedule: dict | None, say) -> dict:
+    """:func:`~stanaccel.kernels.evidence.evidence_report` of a ``pt`` run down to beta = 0, said in the
+    log; for one whose placing took the prior for improper, that there is none; else {}."""
+    evidence = evidence_report(run.summaries)
+    if not evidence and (schedule or {}).get("note") == IMPROPER_PRIOR:
+        evidence = no_evidence(IMPROPER_PRIOR)
+    if evidence.get("not_given"):
+        say(f"log evidence: not given: {evidence['not_given']}")
+    elif evidence:
+        value, error = evidence["log_evidence"], evidence["log_evidence_mcse"]
+        say(f"evidence by stepping stone: {value:.2f} ± {error:.2g}, that is {evidence['description']}")
+    return evidence
 
 
 def _log_density(state) -> float:

@@ -88,6 +88,9 @@ def starting_betas(config: PTConfig | TTConfig, to_prior: bool = True) -> np.nda
     return np.linspace(1.0, hot, config.levels + 1)
 
 
+IMPROPER_PRIOR = "the prior looked improper: the ladder stops at beta_min and no evidence is reported"
+"""The placed schedule's ``note`` when :data:`PRIOR_REJECTION` took the prior for improper."""
+
 PRIOR_REJECTION = 0.95
 """Swap rejection of the prior (beta = 0) with its neighbour, in the last round, above which the prior is
 taken for improper (its replica wanders off where the likelihood is nil) and the ladder stops at beta_min."""
@@ -139,7 +142,7 @@ def adapt_ladder(
             f"down to beta_min = {config.beta_min} instead (give every parameter a proper prior, or set "
             "beta_min)")  # fmt: skip
         schedule = place(to_prior=False)
-        schedule.note = "the prior looked improper: the ladder stops at beta_min and no evidence is reported"
+        schedule.note = IMPROPER_PRIOR
     if not parallel:
         _for_transitions(schedule, given, lambda betas, factors: kernel(betas, factors, False), seed + 1, say,
                          n_obs)  # fmt: skip

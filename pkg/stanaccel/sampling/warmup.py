@@ -22,8 +22,8 @@ evaluating pi. Its diagnostics decide whether the Gaussian is trusted: the Paret
 k of its draws' importance weights above :data:`PARETO_K_MAX` (Pathfinder's,
 or the Laplace draws', weighed as Stan's ``laplace_sample`` does), a
 Hessian that is not negative definite or is worse conditioned than
-:data:`CONDITION_MAX`, or L-BFGS from :data:`MODE_STARTS` starts ending at
-different modes, and NUTS's
+:data:`CONDITION_MAX`, or L-BFGS (or Pathfinder's paths) from
+:data:`MODE_STARTS` starts ending at different modes, and NUTS's
 warm-up runs instead, with a :class:`WarmupWarning` naming the diagnostic
 and its value. All of it is charged to the sampler (``charged["warmup"]``;
 a cheap warm-up that was not used, as ``"warmup (<kind>, not used)"``).
@@ -39,6 +39,7 @@ from typing import Any
 
 import numpy as np
 
+from stanaccel.densities import safe_log_density
 from stanaccel.sampling.config import APPROX_WARMUP, DEFAULT_NUTS_WARMUP, NUTS_WARMUP, method_record
 from stanaccel.stan import StanModel
 from stanaccel.stan.errors import StanEvaluationError
@@ -57,13 +58,18 @@ the Hessian's finite differences (relative error about 1e-6 or worse) leave the 
 unresolved, so the covariance in that direction is noise."""
 
 MODE_STARTS = 4
-"""L-BFGS runs, from as many random starts at once, in the Laplace warm-up. Where they end at different
-modes the posterior has several: one Gaussian covers one of them, and chains started there would not
-show the others (chains warmed up by NUTS from random starts do, by R-hat), so NUTS's warm-up runs."""
+"""L-BFGS runs in the Laplace warm-up, from as many of Stan's random inits at once, and Pathfinder's paths
+in the Pathfinder one, from as many :func:`mirrored_starts`. Where they end at different modes the
+posterior has several: one Gaussian covers one of them (Pathfinder's resampling weighs the paths'
+Gaussians, but its Pareto k cannot tell that a mode it covers is one of several), and chains started
+there would not show the others (chains warmed up by NUTS from random starts do, by R-hat), so NUTS's
+warm-up runs (:func:`modes_apart`)."""
 
 MODE_SEPARATION = 1.0
-"""Two modes found from different starts are different when a coordinate differs by more than this
-many of the Laplace sds at the highest (one mode's ends of L-BFGS differ by far less)."""
+"""Two ends of runs from different starts are different modes when a coordinate differs by more than this
+many sds of the Gaussian used: Laplace's at the highest mode, or that of Pathfinder's path with the best
+ELBO (one mode's ends of L-BFGS differ by far less, and its paths' Gaussians' means by a few hundredths
+of an sd on the regression of the tests)."""
 
 STEP_ITERATIONS = 100
 """Iterations of Stan's NUTS adapting only the step size, with the cheap warm-up's metric held fixed,
@@ -229,8 +235,7 @@ def cheap_warm_up(model, config, seeds, progress, say, charged) -> tuple[Adaptat
             f"warmup = {kind!r}: {fit}, so its Gaussian is not trusted; Stan's NUTS warm-up runs instead "
             f"({DEFAULT_NUTS_WARMUP} iterations; the {seconds:.1f} s spent are charged)"
         )
-        warnings.warn(message, WarmupWarning, stacklevel=2)
-        say(message)
+        warnings.warn(message, WarmupWarning, stacklevel=2)  # the command line shows it: not said as well
         return None, report
     draws, covariance = fit
     report["used"] = kind
@@ -301,12 +306,21 @@ def _gaussian(model, kind, seed, progress, say, report) -> tuple[np.ndarray, np.
     name = model.name.removesuffix("_model")
     if kind == "pathfinder":
         say(f"Stan's Pathfinder on {name} (the warm-up)")
-        fit = pathfinder(model, seed=seed, psis_draws=GAUSSIAN_DRAWS, progress=progress)
+        starts = mirrored_starts(model, MODE_STARTS, seed)
+        fit = pathfinder(model, inits=starts, seed=seed, paths=MODE_STARTS, psis_draws=GAUSSIAN_DRAWS,
+                         progress=progress)  # fmt: skip
         if fit.interrupted:
             raise KeyboardInterrupt
-        report.update(pareto_k=fit.pareto_k, gradient_evaluations=fit.gradient_evaluations)
+        report.update(pareto_k=fit.pareto_k, gradient_evaluations=fit.gradient_evaluations,
+                      paths=len(fit.path_sizes))  # fmt: skip
         if not fit.pareto_k <= PARETO_K_MAX:
             return f"Pathfinder's Pareto k is {fit.pareto_k:.2f}, above {PARETO_K_MAX}"
+        paths = fit.paths()  # a good fit of one mode of several has a good Pareto k too
+        best = int(np.argmax(fit.path_elbos))
+        apart = modes_apart(f"Pathfinder's {len(paths)} paths", "Pathfinder", [p.mean(axis=0) for p in paths],
+                            best, paths[best].std(axis=0), report)  # fmt: skip
+        if apart:
+            return apart
         say(f"Pathfinder: Pareto k {fit.pareto_k:.2f}, {fit.gradient_evaluations} log density evaluations")
         return fit.draws, fit.gaussian()[1]
     say(f"Laplace approximation of {name} (the warm-up): the mode by Stan's L-BFGS, the Hessian there")
@@ -320,15 +334,10 @@ def _gaussian(model, kind, seed, progress, say, report) -> tuple[np.ndarray, np.
     problem = mode.hessian_problem(CONDITION_MAX)
     if problem is not None:
         return problem
-    separation = max(
-        float(np.max(np.abs(m.point - mode.point) / np.sqrt(np.diag(mode.covariance())))) for m in modes
-    )
-    report["mode_separation"] = separation
-    if separation > MODE_SEPARATION:
-        return (
-            f"L-BFGS from {len(modes)} starts ended at modes {separation:.1f} Laplace sds apart: the "
-            "posterior has more than one mode, and a Gaussian at one of them would hide the others"
-        )
+    apart = modes_apart(f"L-BFGS from {len(modes)} starts", "Laplace", [m.point for m in modes],
+                        modes.index(mode), np.sqrt(np.diag(mode.covariance())), report)  # fmt: skip
+    if apart:
+        return apart
     laplace = laplace_sample(model, mode, GAUSSIAN_DRAWS, seed=seed)
     report["pareto_k"] = laplace.pareto_k
     if not laplace.pareto_k <= PARETO_K_MAX:
@@ -336,6 +345,58 @@ def _gaussian(model, kind, seed, progress, say, report) -> tuple[np.ndarray, np.
     say(f"Laplace: mode found in {mode.iterations} L-BFGS iterations, the Hessian's condition number "
         f"{report['condition_number']:.3g}, Pareto k {laplace.pareto_k:.2f}")  # fmt: skip
     return laplace.draws, mode.covariance()
+
+
+INIT_RADIUS = 2.0
+"""Stan's random inits are uniform in (-this, this) on the unconstrained scale (CmdStan's ``init=2``)."""
+
+
+def mirrored_starts(model, n: int, seed: int) -> np.ndarray | None:
+    """``n`` start points (unconstrained, (n, dim)) in mirrored pairs x and -x, each x drawn as Stan's
+    random inits are (uniform in +-:data:`INIT_RADIUS`).
+
+    Every coordinate starts on both sides of 0, where ``n`` of Stan's random inits all fall on one side
+    one time in 2^(n - 1) (on two equal modes at b = -3 and 3 they did so at the command line's seed).
+    A pair with an undefined density at either point is drawn again (as Stan tries up to 100 inits);
+    None when no pair was found in ``100 n`` tries (Stan's own random inits then).
+    """
+    rng = np.random.default_rng([seed, 0x3A1F])
+    starts: list[np.ndarray] = []
+    for _ in range(100 * n):
+        x = rng.uniform(-INIT_RADIUS, INIT_RADIUS, model.dim)
+        if np.isfinite(safe_log_density(model, x)) and np.isfinite(safe_log_density(model, -x)):
+            starts += [x, -x]
+        if len(starts) >= n:
+            return np.array(starts[:n])
+    return None
+
+
+def modes_apart(runs: str, gaussian: str, ends, best: int, sds: np.ndarray, report: dict) -> str | None:
+    """Why the cheap warm-up's runs from dispersed starts say that the posterior has several modes, or None.
+
+    Parameters
+    ----------
+    runs : str
+        The runs, for the message ("L-BFGS from 4 starts", "Pathfinder's 4 paths").
+    gaussian : str
+        Whose sds ``sds`` are, for the message ("Laplace", "Pathfinder").
+    ends : list of ndarray (dim,)
+        Where each run ended (L-BFGS's modes; the means of Pathfinder's paths' Gaussians).
+    best : int
+        The run whose Gaussian would be used; ``sds`` are its sds.
+    report : dict
+        Gets ``mode_separation``: the largest distance of an end from the best one's, in its sds, over
+        the coordinates. Above :data:`MODE_SEPARATION` the ends are different modes.
+    """
+    ends = np.asarray(ends, dtype=float)
+    separation = float(np.max(np.abs(ends - ends[best]) / sds))
+    report["mode_separation"] = separation
+    if separation <= MODE_SEPARATION:
+        return None
+    return (
+        f"{runs} ended at modes {separation:.1f} {gaussian} sds apart: the posterior has more than one mode, "
+        "and a Gaussian at one of them would hide the others"
+    )
 
 
 def _distinct(draws: np.ndarray, n: int, seed: int) -> np.ndarray:

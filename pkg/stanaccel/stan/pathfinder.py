@@ -16,7 +16,7 @@ Gabry, "Pareto smoothed importance sampling", JMLR 25, 2024; Stan's
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 import numpy as np
@@ -60,7 +60,11 @@ class PathfinderFit:
     log_density : ndarray (psis_draws,)
         The model's log density (with Jacobian) at each draw.
     path_draws : ndarray (paths * draws, dim)
-        Every path's unconstrained draws before resampling.
+        Every path's unconstrained draws before resampling (the paths that failed left out).
+    path_sizes : list of int
+        How many rows of ``path_draws`` each path gave, in order (:meth:`paths` splits them).
+    path_elbos : list of float
+        Each path's ELBO: the mean of log p - log q over its draws, q its Gaussian.
     pareto_k : float
         The Pareto k of the pooled importance weights: above 0.7 the
         approximation is poor.
@@ -82,10 +86,17 @@ class PathfinderFit:
     seconds: float
     messages: list[str]
     interrupted: bool = False
+    path_sizes: list[int] = field(default_factory=list)
+    path_elbos: list[float] = field(default_factory=list)
 
     def gaussian(self) -> tuple[np.ndarray, np.ndarray]:
         """Mean and covariance of the resampled draws."""
         return self.draws.mean(axis=0), np.atleast_2d(np.cov(self.draws, rowvar=False))
+
+    def paths(self) -> list[np.ndarray]:
+        """Each path's unconstrained draws, (draws, dim) each: from its Gaussian, fitted at the iterate of
+        its L-BFGS with the best ELBO (near where it ended, at a mode)."""
+        return np.split(self.path_draws, np.cumsum(self.path_sizes)[:-1])
 
 
 def pathfinder(
@@ -148,7 +159,15 @@ def pathfinder(
         seconds=time.perf_counter() - start,
         messages=messages,
         interrupted=interrupted or any(r["interrupted"] for r in results),
+        path_sizes=[len(r["draws"]) for r in good],
+        path_elbos=[_elbo(r["lp_ratio"]) for r in good],
     )
+
+
+def _elbo(log_ratio: np.ndarray) -> float:
+    """A path's ELBO from its draws' log p - log q (the finite ones; -inf if none is)."""
+    finite = np.ravel(log_ratio)[np.isfinite(np.ravel(log_ratio))]
+    return float(np.mean(finite)) if len(finite) else float("-inf")
 
 
 def psis(log_ratio: np.ndarray) -> tuple[np.ndarray, float]:
