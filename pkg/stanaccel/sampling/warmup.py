@@ -327,7 +327,8 @@ def _gaussian(model, kind, seed, progress, say, report) -> tuple[np.ndarray, np.
     modes = modes_from_starts(model, MODE_STARTS, seed=seed, jacobian=True, progress=progress)
     if not modes:  # every start failed: retries from further starts, or the error
         modes = [optimize(model, seed=seed + MODE_STARTS, jacobian=True, progress=progress)]
-    mode = max(modes, key=lambda m: m.log_density)
+    best = int(np.argmax([m.log_density for m in modes]))
+    mode = modes[best]
     report.update(
         condition_number=mode.condition_number(), iterations=mode.iterations, modes_found=len(modes)
     )
@@ -335,7 +336,7 @@ def _gaussian(model, kind, seed, progress, say, report) -> tuple[np.ndarray, np.
     if problem is not None:
         return problem
     apart = modes_apart(f"L-BFGS from {len(modes)} starts", "Laplace", [m.point for m in modes],
-                        modes.index(mode), np.sqrt(np.diag(mode.covariance())), report)  # fmt: skip
+                        best, np.sqrt(np.diag(mode.covariance())), report)  # fmt: skip
     if apart:
         return apart
     laplace = laplace_sample(model, mode, GAUSSIAN_DRAWS, seed=seed)
