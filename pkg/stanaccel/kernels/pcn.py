@@ -83,41 +83,6 @@ def pcn_proposal(
     return mean + rho * (x - mean) + np.sqrt(1 - rho**2) * xi
 
 
-class PCN:
-    """pCN Metropolis-Hastings, exact for prior x likelihood; its state holds the log likelihood.
-
-    Parameters
-    ----------
-    log_likelihood : log density
-        The log likelihood L (the target divided by its Gaussian prior).
-    mean, covariance : ndarray
-        The Gaussian prior.
-    rho : float in [0, 1)
-        Autocorrelation of the proposal; give ``step`` (h) instead to use
-        ``rho = (1 - h/4) / (1 + h/4)``.
-    """
-
-    exact = True
-
-    def __init__(self, log_likelihood, mean, covariance, rho: float | None = None, step: float | None = None):
-        self.rho = pcn_rho(rho, step)
-        self.log_likelihood = log_likelihood
-        self.mean = np.asarray(mean, dtype=float)
-        self.cholesky = gaussian_root(covariance)
-
-    def init(self, position: np.ndarray) -> State:
-        position = np.array(position, dtype=float)
-        state = State(position, safe_log_density(self.log_likelihood, position))
-        return check_start(state, "PCN", density="log likelihood")
-
-    def step(self, state: State, rng: np.random.Generator) -> tuple[State, Info]:
-        proposal = pcn_proposal(state.position, self.mean, self.cholesky, self.rho, rng)
-        lp = safe_log_density(self.log_likelihood, proposal)
-        accepted, probability = accept(lp - state.log_density, rng)
-        info = Info(accepted, probability, failed=lp == -np.inf)
-        return (State(proposal, lp), info) if accepted else (state, info)
-
-
 class PosteriorPCN:
     """pCN on a whole target pi about a Gaussian reference N(mean, C): exact for pi, its state log pi.
 
@@ -161,3 +126,31 @@ class PosteriorPCN:
         accepted, probability = accept(log_ratio, rng)
         info = Info(accepted, probability, failed=lp == -np.inf)
         return (State(proposal, lp), info) if accepted else (state, info)
+
+
+class PCN(PosteriorPCN):
+    """pCN Metropolis-Hastings, exact for prior x likelihood; its state holds the log likelihood.
+
+    Parameters
+    ----------
+    log_likelihood : log density
+        The log likelihood L (the target divided by its Gaussian prior).
+    mean, covariance : ndarray
+        The Gaussian prior.
+    rho : float in [0, 1)
+        Autocorrelation of the proposal; give ``step`` (h) instead to use
+        ``rho = (1 - h/4) / (1 + h/4)``.
+    """
+
+    def __init__(self, log_likelihood, mean, covariance, rho: float | None = None, step: float | None = None):
+        super().__init__(log_likelihood, mean, covariance, rho=rho, step=step)
+        self.log_likelihood = log_likelihood
+
+    def log_reference(self, x: np.ndarray) -> float:
+        """0: the prior N(mean, C) is the reference, and the density given is the likelihood alone."""
+        return 0.0
+
+    def init(self, position: np.ndarray) -> State:
+        position = np.array(position, dtype=float)
+        state = State(position, safe_log_density(self.log_likelihood, position))
+        return check_start(state, "PCN", density="log likelihood")
