@@ -119,14 +119,20 @@ def test_a_poor_gaussian_falls_back_to_the_nuts_warmup(files, warmup, diagnostic
     assert result.adaptation is not None  # NUTS's own warm-up, saved with the result
 
 
-def test_laplace_from_starts_that_end_at_different_modes_falls_back_to_the_nuts_warmup(files):
-    # b has two equal modes (case 4); chains all started in one of them would sample it and agree
+@pytest.mark.parametrize(
+    ("warmup", "runs", "count"),
+    [("laplace", "L-BFGS from 4 starts", "modes_found"), ("pathfinder", "Pathfinder's 4 paths", "paths")],
+)
+def test_runs_that_end_at_different_modes_fall_back_to_the_nuts_warmup(files, warmup, runs, count):
+    # b has two equal modes (case 4): chains all started in one of them would sample it and agree, and
+    # Pathfinder's Pareto k cannot tell; the runs from dispersed (for Pathfinder, mirrored) starts can
     folder, _ = files
-    with pytest.warns(WarmupWarning, match="more than one mode"):
-        settings = {"warmup": "laplace", "draws": 200, "chains": 2}
+    with pytest.warns(WarmupWarning, match=f"{runs} ended at modes .* more than one mode"):
+        settings = {"warmup": warmup, "draws": 200, "chains": 2}
         result = sample(folder / "poor.stan", {"case_": 4, "K": 2}, "hmc", settings, seed=3, progress=False)
     report = result.metrics()["warmup"]
-    assert report["used"] == "nuts" and report["modes_found"] == 4 and report["mode_separation"] > 5
+    assert report["used"] == "nuts" and report[count] == 4 and report["mode_separation"] > 5
+    assert result.charged_seconds[f"warmup ({warmup}, not used)"] > 0
 
 
 def test_a_warmup_warning_is_printed_once_on_the_command_line(files, tmp_path, capsys):
@@ -139,17 +145,6 @@ def test_a_warmup_warning_is_printed_once_on_the_command_line(files, tmp_path, c
     assert code == 0, err
     assert "stanaccel: WarmupWarning: warmup = 'laplace': L-BFGS from 4 starts ended at modes" in err
     assert err.count("more than one mode") == 1, err
-
-
-def test_pathfinder_paths_that_end_at_different_modes_fall_back_to_the_nuts_warmup(files):
-    # b has two equal modes (case 4): Pathfinder's Pareto k cannot tell, its paths from 4 mirrored starts can
-    folder, _ = files
-    with pytest.warns(WarmupWarning, match="Pathfinder's 4 paths ended at modes .* more than one mode"):
-        settings = {"warmup": "pathfinder", "draws": 200, "chains": 2}
-        result = sample(folder / "poor.stan", {"case_": 4, "K": 2}, "hmc", settings, seed=3, progress=False)
-    report = result.metrics()["warmup"]
-    assert report["used"] == "nuts" and report["paths"] == 4 and report["mode_separation"] > 5
-    assert result.charged_seconds["warmup (pathfinder, not used)"] > 0
 
 
 def test_pathfinder_paths_that_end_at_one_mode_keep_the_pathfinder_warmup(files):
