@@ -164,7 +164,7 @@ def test_page_shows_the_samplers_statistics_and_flags_the_approximate_one(page, 
     from selenium.webdriver.common.by import By
 
     pt = browser.find_element(By.ID, "step-pt").text
-    assert "swap acceptance per neighbouring pair" in pt
+    assert "swap acceptance with the next level" in pt  # a table of the levels
     assert "round trips" in pt
     assert "× Stan NUTS (nuts)" in pt
     ae = browser.find_element(By.ID, "step-ae").text
@@ -209,3 +209,120 @@ def test_the_schedule_table_says_what_the_pilots_found_and_where_the_ladder_was_
     ]
     assert table["note"] == note and len(table["rows"]) == 1
     assert _schedule_table({"betas": [1, 0], "barrier": 1.0})["pilots"] == []
+
+
+def write_tempering_run(folder: Path, levels: int = 60, ess_per_second: float = 17.81) -> Path:
+    """A run folder written by hand, no sampling: a Stan NUTS step and a tempering step whose ladder
+    has ``levels`` levels (placed by a schedule), their ESS per second nearly equal."""
+    import arviz as az
+    import numpy as np
+
+    rng = np.random.default_rng(3)
+    betas = np.geomspace(1.0, 1e-3, levels).tolist()
+    swaps = np.linspace(0.05, 0.6, levels - 1).tolist()  # the first pairs below 0.1: marked low
+    inner = np.linspace(0.2, 0.4, levels).tolist()
+    steps = []
+    for name, method, ess in (("nuts", "stan_nuts", ess_per_second), ("pt", "pt", ess_per_second + 0.004)):
+        step = folder / name
+        step.mkdir(parents=True)
+        az.from_dict(posterior={"mu": rng.normal(size=(2, 200, 2))}).to_netcdf(str(step / "posterior.nc"))
+        metrics = {
+            "method": method, "sampler": "Stan NUTS" if method == "stan_nuts" else "parallel tempering",
+            "exact": True, "program": "mvn_mean", "chains": 2, "draws_per_chain": 200,
+            "ess_bulk_min": 356.2, "ess_tail_min": 340.0, "rhat_max": 1.002, "wall_seconds": 20.0,
+            "sampling_seconds": 20.0, "ess_per_second": ess, "ess_per_second_sampling": ess + 0.01,
+            "acceptance": 0.8, "converged": True, "warnings": [],
+        }  # fmt: skip
+        if method == "pt":
+            metrics["schedule"] = {
+                "betas": betas, "levels": levels, "barrier": 4.2, "step_factors": [1.0] * levels,
+                "rounds": [{"scans": 64, "betas": betas, "rejection": [1 - a for a in swaps], "barrier": 4.2,
+                            "round_trips": 3, "round_trip_rate": 0.02, "theoretical_rate": 0.05,
+                            "inner_acceptance": inner}],
+            }  # fmt: skip
+            chains = [
+                {"swap_acceptance": swaps, "communication_barrier": 4.2, "round_trips": 3,
+                 "round_trip_rate": 0.02, "inner_acceptance": inner, "betas": betas}
+            ] * 2  # fmt: skip
+            (step / "statistics.json").write_text(json.dumps({"chains": chains}))
+        (step / "metrics.json").write_text(json.dumps(metrics))
+        steps.append({"name": name, "action": "nuts" if method == "stan_nuts" else "sample",
+                      "status": "done", "cached": False, "seed": 1, "seconds": 20.0})  # fmt: skip
+    run = {"workflow": "levels", "status": "done", "seed": 1, "versions": {}, "steps": steps}
+    (folder / "run.json").write_text(json.dumps(run))
+    return folder
+
+
+@pytest.fixture(scope="module")
+def long_ladder(tmp_path_factory):
+    from stanaccel.diagnostics.report import write_report
+
+    folder = write_tempering_run(tmp_path_factory.mktemp("ladder") / "out")
+    return write_report(folder)
+
+
+def test_a_long_ladder_is_a_table_of_levels_not_a_line_of_numbers(long_ladder):
+    html = long_ladder.read_text()
+    parts = re.findall(r'<table class="level-table">(.*?)</table>', html, re.DOTALL)
+    assert len(parts) == 2  # 60 levels: two tables of 30, side by side
+    assert [part.count("<tr>") for part in parts] == [31, 31]  # a header and 30 levels
+    assert html.count('<td class="low">') == 6  # swap acceptance 0.05 to 0.097 (below 0.1): 6 pairs
+    statistics = re.search(r'<table class="keyvalue statistics">(.*?)</table>', html, re.DOTALL).group(1)
+    assert "swap acceptance" not in statistics and "ladder (beta per level)" not in statistics
+    assert "communication barrier" in statistics
+    assert "the ladder of 60 levels is under" in html
+
+
+def test_the_levels_table_takes_what_it_has_and_leaves_mismatched_statistics_in_the_rows(tmp_path):
+    from stanaccel.diagnostics.report import _kernel_statistics
+
+    schedule = {"betas": [1.0, 0.5, 0.1], "step_factors": [1.0, 1.2, 1.5]}
+    rows, levels = _kernel_statistics(tmp_path / "absent.json", schedule)  # no statistics.json
+    assert rows == [] and levels["columns"] == ["level", "beta", "inner step factor"]
+    assert [[c["text"] for c in row] for row in levels["parts"][0]] == [
+        ["0", "1", "1"], ["1", "0.5", "1.2"], ["2", "0.1", "1.5"]
+    ]  # fmt: skip
+    chains = [{"swap_acceptance": [0.3, 0.05], "inner_acceptance": [0.2, 0.3], "round_trips": 2}]
+    (tmp_path / "statistics.json").write_text(json.dumps({"chains": chains}))
+    rows, levels = _kernel_statistics(tmp_path / "statistics.json", schedule)
+    assert levels["keys"] == ["betas", "swap_acceptance"]  # 2 inner acceptances for 3 levels: a row
+    assert [label for label, _ in rows][0].startswith("round trips")
+    assert any(label.startswith("inner acceptance per level") for label, _ in rows)
+    assert [c["low"] for c in levels["parts"][0][1]] == [False, False, True, False]
+
+
+def test_ess_bars_start_at_0_when_the_values_are_nearly_equal():
+    from stanaccel.diagnostics import figures
+
+    rows = [
+        {"step": "nuts", "sampler": "Stan NUTS", "ess_per_second": 17.81, "ess_per_second_sampling": 17.812,
+         "is_nuts": True},
+        {"step": "pt", "sampler": "PT", "ess_per_second": 17.805, "ess_per_second_sampling": 17.82,
+         "is_nuts": False},
+    ]  # fmt: skip
+    ax = figures.ess_per_second_figure(rows).axes[0]
+    low, high = ax.get_xlim()
+    assert ax.get_xscale() == "linear" and low == 0 and 17.82 < high < 1.2 * 17.82
+    rows[1].update(ess_per_second=0.2, ess_per_second_sampling=float("nan"))  # across decades: log
+    ax = figures.ess_per_second_figure(rows).axes[0]
+    low, high = ax.get_xlim()
+    assert ax.get_xscale() == "log" and (low, high) == (0.1, 100)
+
+
+def test_a_long_ladder_fits_the_page_in_the_browser(long_ladder, browser, tmp_path_factory):
+    from selenium.webdriver.common.by import By
+
+    browser.set_window_size(1200, 1000)
+    browser.get(long_ladder.as_uri())
+    width = browser.execute_script(
+        "return [document.documentElement.scrollWidth, document.documentElement.clientWidth]"
+    )
+    assert width[0] <= width[1], width
+    levels = browser.find_element(By.CSS_SELECTOR, "#step-pt .levels")
+    assert browser.execute_script("return arguments[0].scrollWidth <= arguments[0].clientWidth", levels)
+    tables = browser.find_elements(By.CSS_SELECTOR, "#step-pt table.level-table")
+    assert len({table.location["y"] for table in tables}) == 1  # side by side
+    browser.execute_script("arguments[0].scrollIntoView();", levels)
+    screenshot = tmp_path_factory.getbasetemp() / "long_ladder.png"
+    browser.save_screenshot(str(screenshot))
+    print(f"screenshot: {screenshot}")

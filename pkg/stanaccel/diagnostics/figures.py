@@ -25,6 +25,9 @@ from stanaccel.names import stan_names
 
 MAX_PLOTTED = 6  # parameters (scalars) in trace and rank plots: keeps the page a few MB
 DPI = 96
+LOG_SPAN = 30
+"""Ratio of the largest to the smallest bar of ESS per second above which the bars' axis is
+logarithmic: on a linear axis from 0 the smallest bar would be a few pixels wide."""
 
 
 def data_uri(figure: Figure) -> str:
@@ -140,10 +143,33 @@ def ess_per_second_figure(rows: list[dict]) -> Figure:
     ]
     ax.set_yticks(y, labels, fontsize=8)
     ax.invert_yaxis()
-    ax.set_xscale("log")
+    ess_axis(ax, [r[key] for r in rows for key in ("ess_per_second", "ess_per_second_sampling")])
     ax.set_xlabel("bulk ESS per second (worst parameter)")
-    ax.legend(fontsize=7)
+    figure.legend(fontsize=7, loc="outside lower center", ncols=4)  # not over bars that fill the axis
     return figure
+
+
+def ess_axis(ax, values) -> None:
+    """The x axis of bars of ESS (per second): from 0 to a little past the largest bar.
+
+    Autoscaling is no good here: on a log axis the bars' base, 0, is dropped, and
+    the axis spans the bars' ends only, so bars of nearly equal values fill a
+    window of a few thousandths (17.795 to 17.825) and look different. The axis
+    is linear from 0 unless the bars span more than :data:`LOG_SPAN` (then it is
+    logarithmic over whole decades, the bars rising from its left end), NaN,
+    infinite and non-positive values left out of the range.
+    """
+    finite = np.asarray([v for v in values if v is not None], dtype=float)
+    finite = finite[np.isfinite(finite) & (finite > 0)]
+    if finite.size == 0:
+        ax.set_xlim(0, 1)
+        return
+    low, high = float(finite.min()), float(finite.max())
+    if high > LOG_SPAN * low:
+        ax.set_xscale("log")
+        ax.set_xlim(10 ** np.floor(np.log10(low)), 10 ** np.ceil(np.log10(high * 1.05)))
+    else:
+        ax.set_xlim(0, high * 1.08)
 
 
 @contextmanager

@@ -37,7 +37,9 @@ import numpy as np
 from stanaccel.diagnostics import figures
 from stanaccel.diagnostics._arviz import az
 from stanaccel.diagnostics.metrics import (
+    INNER_ACCEPTANCE_MIN,
     METHOD_STATISTICS,
+    SWAP_ACCEPTANCE_MIN,
     combined_statistics,
     evidence_rows,
     judge,
@@ -178,6 +180,7 @@ def _load_sampler(folder: Path, step: dict[str, Any]) -> dict[str, Any] | None:
     if "warnings" not in metrics:  # written before stanaccel judged convergence
         judge(metrics)
     unreliable = "" if metrics["converged"] else " (unreliable: not converged)"
+    statistics, levels = _kernel_statistics(folder / "statistics.json", metrics.get("schedule"))
     return {
         "step": step["name"],
         "action": step.get("action", ""),
@@ -217,7 +220,8 @@ def _load_sampler(folder: Path, step: dict[str, Any]) -> dict[str, Any] | None:
                 else []
             ),
         ],
-        "statistics": _kernel_statistics(folder / "statistics.json") + evidence_rows(metrics),
+        "statistics": statistics + evidence_rows(metrics),
+        "levels": levels,
         "auto": _auto_table(metrics.get("auto")),
         "schedule": _schedule_table(metrics.get("schedule")),
         "modes": (metrics.get("modes") or {}).get("message", ""),
@@ -338,13 +342,27 @@ def _mean_acceptance(idata) -> float | None:
         return None
 
 
-def _kernel_statistics(path: Path) -> list[tuple[str, Any]]:
-    """Rows of what the kernels and the autoencoder recorded (``statistics.json`` of a sample step)."""
+LEVEL_STATISTICS = {  # a kernel statistic with a value per level (or pair of levels) -> its column
+    "betas": "beta",
+    "inner_acceptance": "inner acceptance",
+    "swap_acceptance": "swap acceptance with the next level",
+}
+LEVEL_ROWS = 30  # rows of one table of the levels; a longer ladder is cut into tables side by side
+
+
+def _kernel_statistics(
+    path: Path, schedule: dict[str, Any] | None = None
+) -> tuple[list[tuple[str, Any]], dict[str, Any] | None]:
+    """Rows of what the kernels and the autoencoder recorded (``statistics.json`` of a sample step),
+    and the tempering ladder's values per level (:func:`_levels_table`), taken out of those rows."""
     if not path.is_file():
-        return []
+        return [], _levels_table({}, schedule)
     recorded = json.loads(path.read_text())
     chains = recorded.get("chains", [])
     per_chain = {key: [c[key] for c in chains if c.get(key) is not None] for key in METHOD_STATISTICS}
+    levels = _levels_table(per_chain, schedule)
+    if levels is not None:
+        per_chain = {k: v for k, v in per_chain.items() if k not in levels["keys"]}
     rows = [
         (label, " ".join(_format(v) for v in value) if isinstance(value, list) else value)
         for label, value in combined_statistics(per_chain)
@@ -364,7 +382,64 @@ def _kernel_statistics(path: Path) -> list[tuple[str, Any]]:
             ("reconstruction error (RMSE, standardised scale)", reconstruction.get("rmse")),
             ("reconstruction: explained variance", reconstruction.get("explained_variance")),
         ]
-    return rows
+    return rows, levels
+
+
+def _levels_table(per_chain: dict[str, list], schedule: dict[str, Any] | None) -> dict[str, Any] | None:
+    """A tempering ladder level by level: beta, inner acceptance and swap acceptance with the next
+    level (means over chains), and the inner step's factor where the schedule adapted it; None
+    without a ladder.
+
+    One row per level rather than a line of 60 numbers a statistic, which would run off the page;
+    the rows are cut into tables of at most :data:`LEVEL_ROWS`, which the page sets side by side.
+    ``keys``: the kernel statistics shown here, left out of the other rows. Values below
+    :data:`SWAP_ACCEPTANCE_MIN` and :data:`INNER_ACCEPTANCE_MIN` are marked ``low``.
+    """
+    combined = {
+        key: combined_statistics({key: per_chain[key]})[0][1]
+        for key in LEVEL_STATISTICS
+        if per_chain.get(key)
+    }
+    schedule = schedule or {}
+    if "betas" not in combined and schedule.get("betas"):
+        combined["betas"] = list(schedule["betas"])
+    vectors = {k: v for k, v in combined.items() if isinstance(v, list) and v}
+    if "betas" in vectors:
+        size = len(vectors["betas"])
+    elif "inner_acceptance" in vectors:
+        size = len(vectors["inner_acceptance"])
+    elif "swap_acceptance" in vectors:
+        size = len(vectors["swap_acceptance"]) + 1
+    else:
+        return None
+    expected = {"betas": size, "inner_acceptance": size, "swap_acceptance": size - 1}
+    keys = [k for k in LEVEL_STATISTICS if k in vectors and len(vectors[k]) == expected[k]]
+    columns = ["level", *(LEVEL_STATISTICS[k] for k in keys)]
+    factors = schedule.get("step_factors")
+    factors = factors if factors and len(factors) == size else None
+    if factors:
+        columns.append("inner step factor")
+    floors = {"inner_acceptance": INNER_ACCEPTANCE_MIN, "swap_acceptance": SWAP_ACCEPTANCE_MIN}
+    rows = []
+    for level in range(size):
+        cells = [{"text": str(level), "low": False}]
+        for key in keys:
+            value = vectors[key][level] if level < len(vectors[key]) else None
+            low = value is not None and key in floors and value < floors[key]
+            cells.append({"text": _format(value if value is None else float(value)), "low": low})
+        if factors:
+            cells.append({"text": _format(float(factors[level])), "low": False})
+        rows.append(cells)
+    parts = -(-size // LEVEL_ROWS)
+    length = -(-size // parts)  # balanced: 61 levels are 3 tables of 21, 21 and 19, not 30, 30 and 1
+    return {
+        "keys": keys,
+        "size": size,
+        "columns": columns,
+        "parts": [rows[i : i + length] for i in range(0, size, length)],
+        "swap_min": SWAP_ACCEPTANCE_MIN,
+        "inner_min": INNER_ACCEPTANCE_MIN,
+    }
 
 
 def _load_study(folder: Path, step: dict[str, Any]) -> dict[str, Any]:

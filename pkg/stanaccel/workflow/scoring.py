@@ -149,9 +149,11 @@ def plot_ess_per_second(rows: list[dict], path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    from stanaccel.diagnostics.figures import ess_axis
+
     labels = [f"{r['sampler']}: {r['settings']}" for r in rows]
     y = np.arange(len(rows))
-    fig, ax = plt.subplots(figsize=(9, 0.35 * len(rows) + 1.5))
+    fig, ax = plt.subplots(figsize=(9, 0.35 * len(rows) + 1.5), layout="constrained")
     ax.barh(
         y + 0.2, [r["ess_per_second"] for r in rows], height=0.4, label="warm-up, pilot, training charged"
     )
@@ -159,9 +161,8 @@ def plot_ess_per_second(rows: list[dict], path) -> None:
     ax.axvline(rows[0]["ess_per_second"], color="k", lw=0.8, ls="--", label="Stan NUTS")
     ax.set_yticks(y, labels, fontsize=7)
     ax.invert_yaxis()
-    ax.set_xscale("log")
+    ess_axis(ax, [r[key] for r in rows for key in ("ess_per_second", "ess_per_second_sampling")])
     ax.set_xlabel("bulk ESS per second (worst parameter)")
-    ax.legend(fontsize=7)
-    fig.tight_layout()
+    fig.legend(fontsize=7, loc="outside lower center", ncols=3)  # not over bars that fill the axis
     fig.savefig(path, dpi=120)
     plt.close(fig)
