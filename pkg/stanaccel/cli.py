@@ -194,19 +194,24 @@ def _sample_into(
     warmup_from = args.warmup_from
     if warmup_from and len(warmup_from) == 1:
         warmup_from = warmup_from[0]
-    result = sample(
-        _program(args.program),
-        args.data,
-        method,
-        settings,
-        seed=args.seed,
-        warmup_from=warmup_from,
-        progress=not args.quiet,
-        sources=sources,
-        log=lambda line: print(f"stanaccel sample: {line}", file=sys.stderr, flush=True),
-        executor=args.executor,
-        tune=_tune_options(args),
-    )
+    try:
+        result = sample(
+            _program(args.program),
+            args.data,
+            method,
+            settings,
+            seed=args.seed,
+            warmup_from=warmup_from,
+            progress=not args.quiet,
+            sources=sources,
+            log=lambda line: print(f"stanaccel sample: {line}", file=sys.stderr, flush=True),
+            executor=args.executor,
+            tune=_tune_options(args),
+        )
+    except KeyboardInterrupt as stop:  # stopped before it had draws to keep (a stopped sampler returns them)
+        why = f" ({stop})" if str(stop) else ""
+        print(f"interrupted: no draws were kept{why}; {output} was not written", file=sys.stderr)
+        return INTERRUPTED
     written, metrics = write_result(result, output)
     if written != output:
         print(f"stanaccel sample: could not write {output}; wrote the draws to {written}", file=sys.stderr)

@@ -9,7 +9,8 @@ and never imports Dask. Four kinds:
   behaviour, chains still running in threads where each has its own kernel);
 - :class:`ThreadExecutor`: threads of this process (Stan releases the GIL);
 - :class:`ProcessExecutor`: processes of this machine (``spawn``ed, so each
-  rebuilds what it gets from its pickle, as a Dask worker does);
+  rebuilds what it gets from its pickle, as a Dask worker does; Ctrl-C is
+  this process's to handle: the workers ignore it and are stopped);
 - :class:`DaskExecutor`: a Dask cluster given by its scheduler address, or a
   local cluster of processes (``pip install stanaccel[distributed]``).
 
@@ -35,11 +36,14 @@ import multiprocessing
 import os
 import re
 import shutil
+import signal
 import socket
 import tempfile
+import threading
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -151,7 +155,14 @@ class ThreadExecutor(_PoolExecutor):
 
 
 class ProcessExecutor(_PoolExecutor):
-    """Processes of this machine, started by ``spawn`` (no forked threads); draws go through a temp folder."""
+    """Processes of this machine, started by ``spawn`` (no forked threads); draws go through a temp folder.
+
+    Ctrl-C is this process's alone: a terminal sends it to the workers too,
+    which would each print a traceback from wherever they are (importing,
+    unpickling, sampling), so they start ignoring it. A Ctrl-C while
+    :meth:`map` waits stops the workers (their tasks' results are lost) and
+    raises ``KeyboardInterrupt`` here, once.
+    """
 
     remote = True
 
@@ -161,11 +172,62 @@ class ProcessExecutor(_PoolExecutor):
         self.scratch = Path(self._scratch)
 
     def _make_pool(self):
-        return ProcessPoolExecutor(self.workers, mp_context=multiprocessing.get_context("spawn"))
+        return ProcessPoolExecutor(
+            self.workers, mp_context=multiprocessing.get_context("spawn"), initializer=ignore_interrupts
+        )
+
+    def map(self, fn, items):
+        if self._pool is None:
+            self._pool = self._make_pool()
+        try:
+            with _interrupts_ignored():  # the pool starts its processes as tasks are submitted
+                results = self._pool.map(fn, items)
+            return list(results)
+        except KeyboardInterrupt:
+            self._stop_workers()
+            raise
+
+    def _stop_workers(self) -> None:
+        """End the worker processes now (they ignore Ctrl-C), dropping their tasks."""
+        pool, self._pool = self._pool, None
+        if pool is None:
+            return
+        terminate = getattr(pool, "terminate_workers", None)  # Python 3.14
+        if terminate is not None:
+            terminate()
+        else:
+            for process in list((getattr(pool, "_processes", None) or {}).values()):
+                process.terminate()
+        pool.shutdown(wait=True, cancel_futures=True)
 
     def close(self) -> None:
         super().close()
         shutil.rmtree(self._scratch, ignore_errors=True)
+
+
+def ignore_interrupts() -> None:
+    """Make this (worker) process ignore Ctrl-C: its parent handles it and stops the workers."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+@contextmanager
+def _interrupts_ignored() -> Iterator[None]:
+    """Ignore Ctrl-C here while worker processes start, so that they start ignoring it.
+
+    An ignored signal stays ignored across ``exec``, and Python then installs
+    no handler of its own; the pool's initializer (:func:`ignore_interrupts`)
+    runs only once a worker has imported what it needs, too late for a Ctrl-C
+    during those seconds. Only the main thread can change a handler;
+    elsewhere this does nothing.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 class DaskExecutor(Executor):

@@ -107,15 +107,22 @@ def test_a_failed_write_leaves_the_previous_file_whole(tmp_path):
     assert path.read_bytes() == b"whole" and [p.name for p in tmp_path.iterdir()] == ["fit.nc"]
 
 
-def _interrupt(command: list[str], marker: str, delay: float, timeout: float = 180) -> tuple[int, str]:
-    """Run ``command``, SIGINT it ``delay`` s after ``marker`` is in its output; return (code, output)."""
-    process = subprocess.Popen(
-        command,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
+def _interrupt(
+    command: list[str], marker: str, delay: float, timeout: float = 180, group: bool = False
+) -> tuple[int, str]:
+    """Run ``command``, SIGINT it ``delay`` s after ``marker`` is in its output; return (code, output).
+
+    ``group``: SIGINT its whole process group, its worker processes too, as a terminal's Ctrl-C does.
+    """
+
+    def start():
+        if group:
+            os.setpgrp()
         # A shell that starts pytest in the background makes it ignore SIGINT, which children inherit.
-        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+    process = subprocess.Popen(
+        command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, preexec_fn=start
     )
     lines, deadline = [], time.monotonic() + timeout
     for line in process.stdout:
@@ -127,7 +134,10 @@ def _interrupt(command: list[str], marker: str, delay: float, timeout: float = 1
         process.wait()
         pytest.fail(f"{marker!r} never appeared; exit {process.returncode}:\n{''.join(lines)}")
     time.sleep(delay)
-    process.send_signal(signal.SIGINT)
+    if group:
+        os.killpg(process.pid, signal.SIGINT)
+    else:
+        process.send_signal(signal.SIGINT)
     rest, _ = process.communicate(timeout=timeout)
     return process.returncode, "".join(lines) + rest
 
@@ -331,8 +341,52 @@ def test_a_step_stopped_before_saving_says_it_kept_no_draws(tmp_path):
     (tmp_path / "sample" / ".key").write_text("k\n")
     message = _stop_message({"name": "sample"}, tmp_path)
     assert "kept no draws" in message and "partial outputs" not in message
+    warmup = tmp_path / "sample" / "checkpoints" / "warmup"
+    warmup.mkdir()
+    for name in ("nuts-chain-0-warmup.pkl", "nuts-chain-0-warmup.pkl.json"):
+        (warmup / name).write_bytes(b"adaptation")
+    message = _stop_message({"name": "sample"}, tmp_path, "the chains ran on ProcessExecutor(workers=2)")
+    assert message.startswith(
+        "step 'sample' stopped by Ctrl-C (the chains ran on ProcessExecutor(workers=2)): "
+    )
+    assert f"it kept no draws, only its warm-up's checkpoint in {warmup} " in message
+    assert "partial outputs" not in message
     (tmp_path / "sample" / "checkpoints" / "chain-0.pkl").write_bytes(b"draws")
     assert f"its partial outputs are in {tmp_path / 'sample'}" in _stop_message({"name": "sample"}, tmp_path)
+
+
+PROCESSES_WORKFLOW = KILLED_WORKFLOW.replace("draws = 20000", "draws = 2000000")
+
+
+@pytest.mark.parametrize("command", ["sample", "run"])
+def test_ctrl_c_on_process_workers_is_quiet_and_says_what_was_kept(
+    tmp_path, mvn_program, mvn_data_file, command
+):
+    """A terminal's Ctrl-C reaches the workers too: they stay quiet, the parent says once what it kept."""
+    out = tmp_path / ("fit.nc" if command == "sample" else "out")
+    if command == "sample":
+        args = ["sample", "mvn_mean", "--data", str(mvn_data_file), "--method", "mh", "--chains", "2",
+                "--warmup", "100", "--draws", "2000000"]  # fmt: skip
+    else:
+        (tmp_path / "w.toml").write_text(PROCESSES_WORKFLOW)
+        args = ["run", str(tmp_path / "w.toml")]
+    code, output = _interrupt(
+        [*CLI, *args, "--executor", "processes:2", "-q", "-o", str(out)], "chains on", delay=2.0, group=True
+    )
+    assert code == 130, output
+    assert "Traceback" not in output and "KeyboardInterrupt" not in output, output
+    [stop] = [line for line in output.splitlines() if "interrupted" in line]
+    why = "(the chains ran on ProcessExecutor(workers=2), which keeps no draws when interrupted)"
+    if command == "sample":
+        assert stop == f"interrupted: no draws were kept {why}; {out} was not written"
+        assert not out.exists()
+    else:
+        warmup = out / "sample" / "checkpoints" / "warmup"
+        assert stop.startswith(f"interrupted: step 'sample' stopped by Ctrl-C {why}: it kept no draws, only ")
+        assert f"its warm-up's checkpoint in {warmup} (running the workflow again continues from it)" in stop
+        assert sorted(p.name for p in (out / "sample").rglob("*.pkl")) == [
+            "nuts-chain-0-warmup.pkl", "nuts-chain-1-warmup.pkl"
+        ]  # fmt: skip
 
 
 def test_an_interrupted_sample_file_is_a_warmup_source(tmp_path, mvn_program, mvn_data_file, capsys):
@@ -345,8 +399,51 @@ def test_an_interrupted_sample_file_is_a_warmup_source(tmp_path, mvn_program, mv
     last = az.from_netcdf(str(out)).unconstrained_posterior["theta_unc"].values[:, -1, :]
     np.testing.assert_array_equal(state.positions, last)
     assert state.step_size.shape == (2,) and np.all(state.step_size > 0) and state.metric == "diag"
+    assert state.seconds > 0 and state.warmup == "nuts"  # this version's file records its warm-up's time
     for again in (["sample", "--method", "hmc"], ["nuts"]):
         argv = [again[0], "mvn_mean", "--data", str(mvn_data_file), *again[1:], "--warmup-from", str(out)]
         assert main([*argv, "--draws", "50", "-q", "-o", str(tmp_path / "again.nc")]) == 0, (
             capsys.readouterr().err
         )
+        said = "".join(capsys.readouterr())
+        assert "records no time" not in said
+        assert "warmup (borrowed)" in said or f"the warm-up from {out} took" in said
+
+
+def test_a_sample_file_of_a_laplace_warmup_is_a_warmup_source(tmp_path, mvn_program, mvn_data_file, capsys):
+    """``mh``'s default warm-up (Laplace) adapts no step size: its file keeps the metric and the points."""
+    out = tmp_path / "mh.nc"
+    args = ["mvn_mean", "--data", str(mvn_data_file), "--chains", "2", "--draws", "100", "-q"]
+    assert main(["sample", *args, "--method", "mh", "-o", str(out)]) == 0
+    assert "Laplace" in capsys.readouterr().err
+    state = WarmupState.from_netcdf(out)
+    assert state.warmup == "laplace" and not state.has_step_size and state.seconds > 0
+    last = az.from_netcdf(str(out)).unconstrained_posterior["theta_unc"].values[:, -1, :]
+    np.testing.assert_array_equal(state.positions, last)
+    assert state.inv_metric.shape == (2, 2) and np.all(state.inv_metric > 0)
+    for method in ("mh", "hmc", "nuts"):
+        code = main(
+            ["sample", *args, "--method", method, "--warmup-from", str(out), "-o", str(tmp_path / "a.nc")]
+        )
+        err = capsys.readouterr().err
+        assert code == 0, err
+        assert "older stanaccel" not in err and "records no time" not in err
+        assert ("adapting only it" in err) == (method != "mh")  # a step size where the method moves with one
+        charged = json.loads(az.from_netcdf(str(tmp_path / "a.nc")).posterior.attrs["charged_seconds"])
+        assert charged["warmup (borrowed)"] == pytest.approx(state.seconds)
+    assert main(["nuts", *args[:3], "--draws", "50", "-q", "--warmup-from", str(out)]) == 2
+    assert "with no step size" in capsys.readouterr().err
+
+
+def test_a_file_without_adaptation_says_why(tmp_path):
+    draws = {"posterior": {"x": np.zeros((2, 5))}}
+    old = save_netcdf(to_inference_data(draws), tmp_path / "old.nc")
+    with pytest.raises(ValueError, match="a sample file of an older stanaccel has none"):
+        WarmupState.from_netcdf(old)
+    ours = save_netcdf(
+        to_inference_data({**draws, "attrs": {"stanaccel_version": "0.1.0", "sampler": "h-pCN"}}),
+        tmp_path / "ours.nc",
+    )
+    with pytest.raises(ValueError, match=r"its run \(h-pCN on its program\) made none") as refused:
+        WarmupState.from_netcdf(ours)
+    assert "older" not in str(refused.value)

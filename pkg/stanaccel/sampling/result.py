@@ -125,12 +125,22 @@ class SampleResult(Result):
         return self.run.wall_seconds + sum(self.charged_seconds.values())
 
     def inference_groups(self) -> dict[str, Any]:
+        from stanaccel import __version__
+
         groups = self.run.inference_groups()
         if self.adaptation is not None and not isinstance(self.run, NutsFit):
+            state = self.adaptation
             groups["adaptation"] = self._adaptation_group()
-            groups["attrs"] = {**groups.get("attrs", {}), "metric": self.adaptation.metric, "adapted": True}
+            groups["attrs"] = {
+                **groups.get("attrs", {}),
+                "metric": state.metric,
+                "adapted": True,
+                "warmup_kind": state.warmup,  # "nuts", or a cheap warm-up's (its step size NaN if none)
+                **({} if state.seconds is None else {"warmup_seconds": float(state.seconds)}),
+            }
         groups["attrs"] = {
             **groups.get("attrs", {}),
+            "stanaccel_version": __version__,  # a file without "adaptation" is then known not to be older
             "method": self.method,
             "sampler": method_label(self.config),
             "exact": self.exact,

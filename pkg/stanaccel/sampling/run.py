@@ -35,7 +35,13 @@ from stanaccel.sampling.program import describe_approximation, prepare_approxima
 from stanaccel.sampling.result import SampleResult, method_label
 from stanaccel.sampling.schedule import IMPROPER_PRIOR, adapt_ladder, adapts_schedule
 from stanaccel.sampling.training import Trained, train
-from stanaccel.sampling.warmup import Adaptation, charge_borrowed, checkpoint_part, read_warmup
+from stanaccel.sampling.warmup import (
+    Adaptation,
+    borrowed_step,
+    charge_borrowed,
+    checkpoint_part,
+    read_warmup,
+)
 from stanaccel.seeds import spawn_seeds
 from stanaccel.stan import StanModel, compile_program
 from stanaccel.stan.nuts import NutsFit, sample_nuts
@@ -191,10 +197,15 @@ def run_sampler(
         densities = factory.densities
     else:
         say(f"chains on {executor!r} (no checkpoints: each task's chain runs to its end)")
-        run, densities = run_chains_on(
-            executor, factory, starts, resolved.draws, seed=seeds["chains"], name=method_label(resolved),
-            constrain=_constrainer(model, seeds["quantities"]), thin=thin,
-        )  # fmt: skip
+        try:
+            run, densities = run_chains_on(
+                executor, factory, starts, resolved.draws, seed=seeds["chains"], name=method_label(resolved),
+                constrain=_constrainer(model, seeds["quantities"]), thin=thin,
+            )  # fmt: skip
+        except KeyboardInterrupt:  # the message says why nothing was kept (the command line shows it)
+            raise KeyboardInterrupt(
+                f"the chains ran on {executor!r}, which keeps no draws when interrupted"
+            ) from None
     if thin > 1:
         reports["iterations"] = resolved.chains * resolved.draws * thin
     reports["summaries"] = run.summaries
@@ -390,6 +401,8 @@ def run_nuts(
     else:
         warmup_from = read_warmup(warmup_from, model)
         charge_borrowed(warmup_from, charged, say)
+        if not warmup_from.has_step_size:  # a cheap warm-up's metric and points (an mh run's file)
+            warmup_from = borrowed_step(model, warmup_from, seeds["warmup"], progress, say, charged)
         if "chains" in config.user_keys():
             settings["chains"] = resolved.chains
         say(f"Stan NUTS on {name}: {resolved.draws} draws per chain from an earlier warm-up")

@@ -169,8 +169,9 @@ def charge_borrowed(state: WarmupState, charged: dict[str, float], say) -> None:
     """Charge a borrowed warm-up's recorded seconds to this run, or say that it records none."""
     if state.seconds is None:
         say(
-            "the warm-up borrowed (warmup_from) records no time (CmdStan CSV files, or a netCDF file "
-            "written before stanaccel recorded it), so it is not charged: ESS per second leaves it out"
+            "the warm-up borrowed (warmup_from) records no time (CmdStan CSV files, a netCDF file of an "
+            "older stanaccel, or a run that borrowed its own warm-up from one of those), so it is not "
+            "charged: ESS per second leaves it out"
         )
     else:
         charged[BORROWED] = float(state.seconds)
@@ -241,35 +242,21 @@ def cheap_warm_up(model, config, seeds, progress, say, charged) -> tuple[Adaptat
     report["used"] = kind
     inv_metric = np.diag(covariance).copy()
     starts = _distinct(draws, config.chains, seeds["warmup"])
-    step_size = state = None
+    step_size = None
+    # Without a step (mh, pcn, imh) the metric and starts are still kept: the run's file is a warm-up source.
+    state = WarmupState(np.full(config.chains, np.nan), np.repeat(inv_metric[None], config.chains, axis=0),
+                        "diag", starts, warmup=kind)  # fmt: skip
     spec = method_record(config.method)
     if spec.warmup_adapts_step(config) and "step_size" not in config.user_keys():
         say(f"step size: Stan's NUTS, {STEP_ITERATIONS} iterations adapting only it, the metric fixed")
-        fit = sample_nuts(
-            model,
-            chains=config.chains,
-            warmup=STEP_ITERATIONS,
-            draws=0,
-            inits=starts,
-            inv_metric=inv_metric,
-            init_buffer=STEP_ITERATIONS,
-            term_buffer=0,
-            window=0,
-            seed=seeds["warmup"],
-            progress=progress,
-        )
-        if fit.interrupted:
-            raise KeyboardInterrupt
-        steps = np.array([averaged_step(a) for a in fit.warmup_sample_stats["acceptance_rate"]])
-        starts = fit.last_unconstrained()
-        state = WarmupState(steps, np.repeat(inv_metric[None], config.chains, axis=0), "diag", starts)
-        step_size = float(np.median(steps))
+        state = adapt_step(model, state, seeds["warmup"], progress)
+        starts = state.positions
+        step_size = float(np.median(state.step_size))
         report["step_size"] = step_size
     seconds = time.perf_counter() - start
     report["seconds"] = seconds
     charged["warmup"] = seconds
-    if state is not None:
-        state.seconds = seconds
+    state.seconds = seconds
     return (
         Adaptation(
             step_size, inv_metric, starts, draws, sum(charged.values()), warmup_state=state, warmup=kind,
@@ -277,6 +264,37 @@ def cheap_warm_up(model, config, seeds, progress, say, charged) -> tuple[Adaptat
         ),
         report,
     )  # fmt: skip
+
+
+def adapt_step(model: StanModel, state: WarmupState, seed: int, progress: bool) -> WarmupState:
+    """``state`` with step sizes adapted by Stan's NUTS (:data:`STEP_ITERATIONS` iterations per chain,
+    from its points, its diagonal metric held fixed) and each chain's point after them.
+
+    Raises
+    ------
+    KeyboardInterrupt
+        Stopped by Ctrl-C (the message says where).
+    """
+    inv_metric = np.mean(np.asarray(state.inv_metric), axis=0)
+    fit = sample_nuts(
+        model,
+        chains=len(state.positions),
+        warmup=STEP_ITERATIONS,
+        draws=0,
+        inits=np.asarray(state.positions),
+        inv_metric=inv_metric,
+        init_buffer=STEP_ITERATIONS,
+        term_buffer=0,
+        window=0,
+        seed=seed,
+        progress=progress,
+    )
+    if fit.interrupted:
+        raise KeyboardInterrupt("stopped while Stan's NUTS adapted the step size (the warm-up)")
+    steps = np.array([averaged_step(a) for a in fit.warmup_sample_stats["acceptance_rate"]])
+    chains = len(steps)
+    return WarmupState(steps, np.repeat(inv_metric[None], chains, axis=0), "diag", fit.last_unconstrained(),
+                       state.seconds, state.warmup)  # fmt: skip
 
 
 def averaged_step(acceptance: np.ndarray, initial: float = 1.0, delta: float = 0.8) -> float:
@@ -310,7 +328,7 @@ def _gaussian(model, kind, seed, progress, say, report) -> tuple[np.ndarray, np.
         fit = pathfinder(model, inits=starts, seed=seed, paths=MODE_STARTS, psis_draws=GAUSSIAN_DRAWS,
                          progress=progress)  # fmt: skip
         if fit.interrupted:
-            raise KeyboardInterrupt
+            raise KeyboardInterrupt("stopped during Stan's Pathfinder (the warm-up)")
         report.update(pareto_k=fit.pareto_k, gradient_evaluations=fit.gradient_evaluations,
                       paths=len(fit.path_sizes))  # fmt: skip
         if not fit.pareto_k <= PARETO_K_MAX:
@@ -451,7 +469,7 @@ def nuts_warm_up(model, config, seeds, warmup_from, progress, say, charged, chec
             checkpoint=checkpoint_part(checkpoint, "warmup"),
         )
         if fit.interrupted:
-            raise KeyboardInterrupt
+            raise KeyboardInterrupt("stopped during Stan's NUTS warm-up")
         charged["warmup"] = fit.wall_seconds
         state = fit.warmup_state()
         first = int(train_from * fit.warmup_unconstrained.shape[1])
@@ -465,7 +483,11 @@ def nuts_warm_up(model, config, seeds, warmup_from, progress, say, charged, chec
                 f"has {model.dim}: is it the same program?"
             )
         draws = None
-        if method_record(config.method).needs_draws:
+        spec = method_record(config.method)
+        adapts = spec.warmup_adapts_step(config) and "step_size" not in config.user_keys()
+        if not state.has_step_size and (adapts or spec.needs_draws):
+            state = borrowed_step(model, state, seeds["warmup"], progress, say, charged)
+        if spec.needs_draws:
             pilot = max(100, config.warmup // 4)
             say(f"pilot: Stan NUTS, {pilot} draws per chain from the earlier warm-up (for {config.method})")
             fit = sample_nuts(
@@ -477,20 +499,35 @@ def nuts_warm_up(model, config, seeds, warmup_from, progress, say, charged, chec
                 checkpoint=checkpoint_part(checkpoint, "pilot"),
             )
             if fit.interrupted:
-                raise KeyboardInterrupt
-            charged["pilot"] = fit.wall_seconds
+                raise KeyboardInterrupt("stopped during the NUTS pilot (the warm-up)")
+            charged["pilot"] = charged.get("pilot", 0.0) + fit.wall_seconds
             draws = fit.draws_unconstrained
-            state = WarmupState(state.step_size, state.inv_metric, state.metric, fit.last_unconstrained())
+            state = WarmupState(state.step_size, state.inv_metric, state.metric, fit.last_unconstrained(),
+                                state.seconds, state.warmup)  # fmt: skip
     metric = np.mean(state.inv_metric, axis=0)
     flat = None if draws is None else draws.reshape(-1, model.dim)
     return Adaptation(
-        float(np.median(state.step_size)),
+        float(np.median(state.step_size)) if state.has_step_size else None,
         metric,
         np.asarray(state.positions),
         flat,
         sum(charged.values()),
         warmup_state=state,
+        warmup=state.warmup,  # a cheap warm-up's metric is the posterior's scale (Adaptation.settings)
     )
+
+
+def borrowed_step(model, state: WarmupState, seed: int, progress, say, charged) -> WarmupState:
+    """A borrowed warm-up without a step size (a cheap one's metric and points) given one by
+    :func:`adapt_step`, its time charged as ``"pilot"``."""
+    say(
+        f"step size: the earlier {state.warmup} warm-up adapted none; Stan's NUTS, {STEP_ITERATIONS} "
+        "iterations adapting only it, its metric fixed"
+    )
+    start = time.perf_counter()
+    state = adapt_step(model, state, seed, progress)
+    charged["pilot"] = charged.get("pilot", 0.0) + time.perf_counter() - start
+    return state
 
 
 def checkpoint_part(checkpoint: str | Path | None, part: str) -> Path | None:

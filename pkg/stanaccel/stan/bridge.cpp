@@ -8,7 +8,8 @@
 // Stan's own services with in-memory writers: NUTS (`NutsChain`), one path of
 // Pathfinder (`PathfinderPath`) and L-BFGS optimisation with the Hessian at
 // the mode (`Optimization`). Errors cross as the Python exception types of
-// `stanaccel.stan.errors`.
+// `stanaccel.stan.errors`. What the program's `print` statements write goes
+// to `stanaccel.stan.prints.forward` (see `forward_print`).
 
 #include <stan/io/empty_var_context.hpp>
 #include <stan/io/json/json_data.hpp>
@@ -51,6 +52,8 @@ using array_d = py::array_t<double, py::array::c_style | py::array::forcecast>;
 PyObject *domain_error_type = nullptr;
 PyObject *evaluation_error_type = nullptr;
 PyObject *data_error_type = nullptr;
+// stanaccel.stan.prints.forward, which shows what the program printed (set once at import).
+PyObject *print_sink = nullptr;
 
 struct python_error : std::exception {
   PyObject *type;
@@ -61,6 +64,58 @@ struct python_error : std::exception {
 
 // Every thread that runs reverse-mode autodiff needs its own tape.
 void ensure_autodiff_stack() { static thread_local stan::math::ChainableStack thread_stack; }
+
+// Text written by the program's `print` statements, to Python's sink (the GIL must be held).
+// Nothing is called when nothing was printed, so a program without print pays nothing.
+void forward_print(const std::string &text) {
+  if (text.empty() || print_sink == nullptr) return;
+  PyObject *value = PyUnicode_DecodeUTF8(text.data(), static_cast<Py_ssize_t>(text.size()), "replace");
+  PyObject *result = value ? PyObject_CallOneArg(print_sink, value) : nullptr;
+  Py_XDECREF(value);
+  if (result == nullptr)
+    PyErr_Clear();  // debugging output that cannot be shown never fails an evaluation
+  else
+    Py_DECREF(result);
+}
+
+// The stream one evaluation's `print` statements write to (Stan passes it as `msgs`): one per thread.
+std::ostringstream &print_stream() {
+  static thread_local std::ostringstream stream;
+  return stream;
+}
+
+// What this thread's print stream holds, emptying it.
+std::string take_printed() {
+  std::ostringstream &stream = print_stream();
+  if (stream.tellp() <= 0) return {};
+  std::string text = stream.str();
+  stream.str(std::string());
+  stream.clear();
+  return text;
+}
+
+// Run `evaluate(msgs)` with the GIL released, then forward what it printed (GIL held again) and
+// return its value or rethrow its exception: output printed before a `reject` shows too.
+template <typename F>
+auto printing(F &&evaluate) -> decltype(evaluate(static_cast<std::ostream *>(nullptr))) {
+  using value_type = decltype(evaluate(static_cast<std::ostream *>(nullptr)));
+  std::exception_ptr error;
+  std::string printed;
+  value_type value{};
+  {
+    py::gil_scoped_release release;
+    take_printed();  // anything left by an interrupted call is not this call's
+    try {
+      value = evaluate(&print_stream());
+    } catch (...) {
+      error = std::current_exception();
+    }
+    printed = take_printed();
+  }
+  forward_print(printed);
+  if (error) std::rethrow_exception(error);
+  return value;
+}
 
 class Model {
  public:
@@ -75,6 +130,7 @@ class Model {
       if (!messages.str().empty()) text = messages.str() + "\n" + text;
       throw python_error(data_error_type, text);
     }
+    forward_print(messages.str());  // the transformed data block's print statements
     num_unc_ = model_->num_params_r();
   }
 
@@ -113,23 +169,23 @@ class Model {
 
   double log_density(const array_d &theta, bool propto, bool jacobian) const {
     Eigen::VectorXd x = checked_point(theta);
-    py::gil_scoped_release release;
-    // Also for doubles: the error path recovers autodiff memory, which needs this thread's tape.
-    ensure_autodiff_stack();
-    try {
-      if (propto) {
-        // Dropping constants needs autodiff types: with doubles Stan drops every term.
-        vector_v xv = x.cast<stan::math::var>();
-        double lp = var_log_prob(xv, true, jacobian).val();
+    return printing([&](std::ostream *msgs) -> double {
+      // Also for doubles: the error path recovers autodiff memory, which needs this thread's tape.
+      ensure_autodiff_stack();
+      try {
+        if (propto) {
+          // Dropping constants needs autodiff types: with doubles Stan drops every term.
+          vector_v xv = x.cast<stan::math::var>();
+          double lp = var_log_prob(xv, true, jacobian, msgs).val();
+          stan::math::recover_memory();
+          return lp;
+        }
+        return jacobian ? model_->log_prob_jacobian(x, msgs) : model_->log_prob(x, msgs);
+      } catch (...) {
         stan::math::recover_memory();
-        return lp;
+        rethrow_evaluation_error();
       }
-      return jacobian ? model_->log_prob_jacobian(x, nullptr) : model_->log_prob(x, nullptr);
-    } catch (...) {
-      stan::math::recover_memory();
-      rethrow_evaluation_error();
-    }
-    return 0;
+    });
   }
 
   double log_density_gradient(const array_d &theta, bool propto, bool jacobian,
@@ -138,8 +194,7 @@ class Model {
     if (static_cast<std::size_t>(grad_out.size()) != num_unc_)
       throw python_error(PyExc_ValueError, "gradient buffer has the wrong length");
     double *grad = grad_out.mutable_data();
-    py::gil_scoped_release release;
-    return gradient(x, propto, jacobian, grad);
+    return printing([&](std::ostream *msgs) { return gradient(x, propto, jacobian, grad, msgs); });
   }
 
   // Mean seconds per gradient evaluation measured inside C++ (for benchmarks).
@@ -148,7 +203,7 @@ class Model {
     std::vector<double> grad(num_unc_);
     py::gil_scoped_release release;
     auto start = std::chrono::steady_clock::now();
-    for (int i = 0; i < repeats; ++i) gradient(x, true, true, grad.data());
+    for (int i = 0; i < repeats; ++i) gradient(x, true, true, grad.data(), nullptr);
     std::chrono::duration<double> elapsed = std::chrono::steady_clock::now() - start;
     return elapsed.count() / repeats;
   }
@@ -157,16 +212,16 @@ class Model {
                                       unsigned int seed) const {
     Eigen::VectorXd x = checked_point(theta);
     Eigen::VectorXd out;
-    {
-      py::gil_scoped_release release;
+    printing([&](std::ostream *msgs) {
       ensure_autodiff_stack();
       stan::rng_t rng(seed);
       try {
-        model_->write_array(rng, x, out, include_tp, include_gq, nullptr);
+        model_->write_array(rng, x, out, include_tp, include_gq, msgs);
       } catch (...) {
         rethrow_evaluation_error();
       }
-    }
+      return 0;
+    });
     return to_numpy(out);
   }
 
@@ -211,17 +266,18 @@ class Model {
     return s + ")";
   }
 
-  stan::math::var var_log_prob(vector_v &x, bool propto, bool jacobian) const {
+  stan::math::var var_log_prob(vector_v &x, bool propto, bool jacobian, std::ostream *msgs) const {
     if (propto)
-      return jacobian ? model_->log_prob_propto_jacobian(x, nullptr) : model_->log_prob_propto(x, nullptr);
-    return jacobian ? model_->log_prob_jacobian(x, nullptr) : model_->log_prob(x, nullptr);
+      return jacobian ? model_->log_prob_propto_jacobian(x, msgs) : model_->log_prob_propto(x, msgs);
+    return jacobian ? model_->log_prob_jacobian(x, msgs) : model_->log_prob(x, msgs);
   }
 
-  double gradient(const Eigen::VectorXd &x, bool propto, bool jacobian, double *grad) const {
+  double gradient(const Eigen::VectorXd &x, bool propto, bool jacobian, double *grad,
+                  std::ostream *msgs) const {
     ensure_autodiff_stack();
     try {
       vector_v xv = x.cast<stan::math::var>();
-      stan::math::var lp = var_log_prob(xv, propto, jacobian);
+      stan::math::var lp = var_log_prob(xv, propto, jacobian, msgs);
       lp.grad();
       for (std::size_t i = 0; i < num_unc_; ++i) grad[i] = xv[i].adj();
       double value = lp.val();
@@ -278,11 +334,25 @@ class adaptation_writer : public stan::callbacks::structured_writer {
   }
 };
 
+// Keeps Stan's messages. With `forward_prints`, what the program printed goes to Python's print sink
+// instead, as it comes: NUTS hands it over as an `info(stringstream)` holding whole lines (stanc ends
+// each print with a newline), which no message of its own is (its timing and adaptation notes have no
+// final newline, the others are plain strings). L-BFGS mixes prints with its rejection messages in one
+// stream, so the optimisation and Pathfinder services keep them all as messages.
 class message_logger : public stan::callbacks::logger {
  public:
   std::vector<std::string> messages;
+  bool forward_prints = false;
   void info(const std::string &m) override { keep(m); }
-  void info(const std::stringstream &m) override { keep(m.str()); }
+  void info(const std::stringstream &m) override {
+    std::string text = m.str();
+    if (forward_prints && !text.empty() && text.back() == '\n') {
+      py::gil_scoped_acquire acquire;  // called from the service's thread, GIL released
+      forward_print(text);
+      return;
+    }
+    keep(text);
+  }
   void warn(const std::string &m) override { keep(m); }
   void warn(const std::stringstream &m) override { keep(m.str()); }
   void error(const std::string &m) override { keep(m); }
@@ -408,7 +478,9 @@ struct lbfgs_settings {
 // One NUTS chain: configure, run (GIL released), then read results.
 class NutsChain : public service_run {
  public:
-  using service_run::service_run;
+  NutsChain(const Model &model, py::dict settings) : service_run(model, std::move(settings)) {
+    logger_.forward_prints = true;
+  }
 
   void run() {
     const std::string metric = setting<std::string>("metric");
@@ -620,6 +692,7 @@ void define_module(py::module_ &m) {
   domain_error_type = errors.attr("StanDomainError").ptr();
   evaluation_error_type = errors.attr("StanEvaluationError").ptr();
   data_error_type = errors.attr("StanDataError").ptr();
+  print_sink = py::object(py::module_::import("stanaccel.stan.prints").attr("forward")).release().ptr();
   py::register_local_exception_translator([](std::exception_ptr p) {
     try {
       if (p) std::rethrow_exception(p);

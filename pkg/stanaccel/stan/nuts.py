@@ -79,6 +79,9 @@ class WarmupState:
     Attributes
     ----------
     step_size : ndarray (chains,)
+        NaN where the warm-up adapted none: a cheap (Laplace or Pathfinder)
+        warm-up for a method that moves without a step size, such as ``mh``,
+        leaves only its metric and points (see :attr:`has_step_size`).
     inv_metric : ndarray (chains, dim) for "diag" or (chains, dim, dim) for "dense"
     metric : str
         "diag" or "dense".
@@ -86,8 +89,14 @@ class WarmupState:
         The last unconstrained point of each chain.
     seconds : float or None
         The warm-up's wall time, where it was recorded (a stanaccel NUTS run,
-        ``NutsFit.warmup_seconds``); None where not (CmdStan CSV files, older
-        netCDF files). A run that borrows the warm-up is charged it.
+        ``NutsFit.warmup_seconds``, or a ``stanaccel sample`` run's warm-up);
+        None where not (CmdStan CSV files, netCDF files of an older
+        stanaccel, or a run that borrowed its warm-up from one of those). A
+        run that borrows the warm-up is charged it.
+    warmup : str
+        The warm-up that made it: "nuts" (Stan's NUTS warm-up, or CmdStan's),
+        or a cheap one, "laplace" or "pathfinder" (its Gaussian's diagonal is
+        the metric).
     """
 
     step_size: np.ndarray
@@ -95,6 +104,12 @@ class WarmupState:
     metric: str
     positions: np.ndarray
     seconds: float | None = None
+    warmup: str = "nuts"
+
+    @property
+    def has_step_size(self) -> bool:
+        """Whether the warm-up adapted a step size for every chain (NUTS can then continue at once)."""
+        return bool(np.size(self.step_size)) and bool(np.all(np.isfinite(self.step_size)))
 
     @classmethod
     def from_netcdf(cls, path: str | Path) -> WarmupState:
@@ -105,6 +120,10 @@ class WarmupState:
 
         Reads the ``adaptation`` group (step size, inverse metric and last
         unconstrained point of each chain) and the metric type.
+
+        A file of a cheap warm-up's run (``stanaccel sample --method mh``,
+        whose default warm-up is a Laplace approximation) holds its metric
+        and points with no step size (NaN), and ``warmup`` names it.
 
         Raises
         ------
@@ -123,11 +142,7 @@ class WarmupState:
         try:
             adaptation = xr.load_dataset(path, group="adaptation")
         except (OSError, ValueError) as exc:
-            raise ValueError(
-                f"{path} holds no NUTS adaptation (no 'adaptation' group), so it cannot be a warm-up source: "
-                "use a netCDF file written by stanaccel nuts or stanaccel sample (a sample file of an older "
-                "stanaccel has none), or CmdStan CSV files"
-            ) from exc
+            raise ValueError(_no_adaptation(path)) from exc
         missing = {"step_size", "inv_metric", "last_position"} - set(adaptation.data_vars)
         if missing or "metric" not in adaptation.attrs:
             raise ValueError(
@@ -147,7 +162,32 @@ class WarmupState:
             seconds=float(adaptation.attrs["warmup_seconds"])
             if "warmup_seconds" in adaptation.attrs
             else None,
+            warmup=str(adaptation.attrs.get("warmup_kind", "nuts")),
         )
+
+
+def _no_adaptation(path: Path) -> str:
+    """Why a netCDF file without an ``adaptation`` group is no warm-up source: its run kept none, or it
+    is older than the group (a file of this stanaccel records ``stanaccel_version``)."""
+    import xarray as xr
+
+    try:
+        with xr.open_dataset(path, group="posterior") as posterior:  # its attributes, not its draws
+            attrs = dict(posterior.attrs)
+    except (OSError, ValueError):
+        attrs = {}
+    if "stanaccel_version" in attrs:
+        return (
+            f"{path} holds no warm-up to continue from (no 'adaptation' group): its run "
+            f"({attrs.get('sampler', 'a sampler')} on {attrs.get('program', 'its program')}) made none that "
+            "a Stan program's run can take; use a file of stanaccel nuts or stanaccel sample on a Stan "
+            "program, or CmdStan CSV files"
+        )
+    return (
+        f"{path} holds no NUTS adaptation (no 'adaptation' group), so it cannot be a warm-up source: "
+        "use a netCDF file written by stanaccel nuts or stanaccel sample (a sample file of an older "
+        "stanaccel has none), or CmdStan CSV files"
+    )
 
 
 @dataclass
@@ -411,6 +451,13 @@ def sample_nuts(
         raise ValueError(
             f"the warm-up{source} has {np.shape(warmup_from.positions)[-1]} unconstrained parameters; "
             f"{model.name} has {model.dim}: is it the same program?"
+        )
+    if warmup_from is not None and not warmup_from.has_step_size:
+        raise ValueError(
+            f"the warm-up{source} is a {warmup_from.warmup} warm-up's metric and start points, with no "
+            "step size (its run's method moves without one), and NUTS needs one to continue without a "
+            "warm-up of its own: stanaccel sample --method nuts --warmup-from takes it (Stan's NUTS adapts "
+            "the step size alone first), or run NUTS with its own warm-up"
         )
     if warmup_from is not None:
         settings = {"chains": len(warmup_from.step_size), "warmup": 0, "adapt": False, **settings}

@@ -183,7 +183,8 @@ def _run_steps(workflow: Workflow, context: RunContext, use_cache: bool) -> RunC
             if not (watch.seen or isinstance(exc, KeyboardInterrupt)):
                 raise
             _record_stop(record, entry, start, workflow.output)
-            raise WorkflowInterrupted(_stop_message(step, workflow.output)) from exc
+            why = str(exc) if isinstance(exc, KeyboardInterrupt) else ""
+            raise WorkflowInterrupted(_stop_message(step, workflow.output, why)) from exc
         if watch.seen:
             _record_stop(record, entry, start, workflow.output)
             raise WorkflowInterrupted(_stop_message(step, workflow.output))
@@ -225,15 +226,46 @@ def _record_stop(record: dict[str, Any], entry: dict[str, Any], start: float, ou
     _write(output / "run.json", record)
 
 
-def _stop_message(step: dict[str, Any], output: Path) -> str:
+def _stop_message(step: dict[str, Any], output: Path, why: str = "") -> str:
+    """What a step stopped by Ctrl-C kept: draws, only its warm-up's checkpoint, or nothing.
+
+    ``why`` is the interruption's own message (such as chains on worker
+    processes, which return no draws when stopped).
+    """
     folder = output / step["name"]
-    kept = folder.is_dir() and any(
-        p.is_file() and p.name not in (step_cache.STARTED, step_cache.MARKER) for p in folder.rglob("*")
-    )
-    where = (
-        f"its partial outputs are in {folder}"
-        if kept
-        else "it kept no draws (none were saved before the stop)"
-    )
+    kept = [
+        p
+        for p in (folder.rglob("*") if folder.is_dir() else ())
+        if p.is_file() and p.name not in (step_cache.STARTED, step_cache.MARKER)
+    ]
+    warmup = [p for p in kept if _warmup_checkpoint(p.relative_to(folder))]
+    if len(warmup) < len(kept):
+        where = f"its partial outputs are in {folder}"
+    elif warmup:
+        places = ", ".join(sorted({str(p.parent) for p in warmup}))
+        where = (
+            f"it kept no draws, only its warm-up's checkpoint in {places} (running the workflow again "
+            "continues from it)"
+        )
+    else:
+        where = "it kept no draws (none were saved before the stop)"
+    because = f" ({why})" if why else ""
     record = output / "run.json"
-    return f"step {step['name']!r} stopped by Ctrl-C; {where}, later steps did not run, and {record} says so"
+    return (
+        f"step {step['name']!r} stopped by Ctrl-C{because}: {where}; later steps did not run, and "
+        f"{record} says so"
+    )
+
+
+def _warmup_checkpoint(path: Path) -> bool:
+    """Whether a file of a step's folder (a path relative to it) is part of a warm-up's checkpoint.
+
+    The NUTS warm-up of a sampler step checkpoints into ``checkpoints/warmup``
+    (and a pilot after a borrowed warm-up into ``checkpoints/pilot``); a NUTS
+    run's own warm-up is its ``nuts-chain-<c>-warmup.pkl`` parts (with their
+    ``.json`` records).
+    """
+    parts = path.parts
+    if not parts or parts[0] != "checkpoints":
+        return False
+    return (len(parts) > 2 and parts[1] in ("warmup", "pilot")) or path.name.split(".")[0].endswith("-warmup")
