@@ -139,8 +139,9 @@ def _nuts_into(args: argparse.Namespace, output: Path) -> int:
         print(_borrowed_line(warmup_from, args.warmup_from))
     print(
         f"{fit.chains} chains x {fit.num_draws} draws in {fit.wall_seconds + borrowed:.2f} s; "
-        f"ESS bulk min {metrics['ess_bulk_min']:.0f}, R-hat max {metrics['rhat_max']:.3f}, "
-        f"{metrics.get('divergences', 0)} divergences, {metrics.get('max_tree_depth_hits', 0)} at the "
+        f"ESS bulk min {metrics['ess_bulk_min']:.0f}, tail min {metrics['ess_tail_min']:.0f}, R-hat max "
+        f"{metrics['rhat_max']:.3f}, {_ess_per_second(metrics)}, {metrics.get('divergences', 0)} "
+        f"divergences, {metrics.get('max_tree_depth_hits', 0)} at the "
         f"largest tree depth; {_verdict(metrics)}; wrote {written}"
     )
     _print_warnings(metrics)
@@ -160,8 +161,8 @@ def _verdict(metrics: dict) -> str:
 
 
 def _ess_per_second(metrics: dict) -> str:
-    """ESS per second, marked unreliable for a run that has not converged."""
-    value = f"{metrics['ess_per_second']:.3g} ESS/s"
+    """ESS per second (the worst of bulk and tail ESS), marked unreliable for a run that has not converged."""
+    value = f"{metrics['ess_per_second']:.3g} ESS/s (min of bulk and tail)"
     return value if metrics["converged"] else f"{value} (UNRELIABLE: not converged)"
 
 

@@ -19,11 +19,13 @@ from stanaccel.cli import main
 from stanaccel.diagnostics import mcse_z_scores
 from stanaccel.diagnostics._arviz import az
 from stanaccel.sampling import METHODS, ConfigError, sample
+from stanaccel.sampling import auto as auto_module
 from stanaccel.sampling.auto import (
     PILOT_ORDER,
     AutoSettings,
     Race,
     _agreement,
+    _full_nuts,
     _full_run,
     _nuts_pilot,
     _pilot,
@@ -50,6 +52,12 @@ PILOTED = sorted(
 COLUMNS = {"method", "warmup", "setup_s", "pilot_ess_per_draw", "s_per_draw", "projected_ess_per_s", "chosen"}
 
 
+@pytest.fixture(autouse=True)
+def pilots(monkeypatch):
+    """Pilots even where a whole NUTS run is short (these posteriors are small): what the tests are about."""
+    monkeypatch.setattr(auto_module, "QUICK_NUTS_SECONDS", 0.0)
+
+
 @pytest.fixture(scope="module")
 def files(tmp_path_factory):
     folder = tmp_path_factory.mktemp("auto")
@@ -70,6 +78,19 @@ def check_table(auto: dict, chosen: str) -> None:
     assert auto["reason"].startswith(f"auto: chose {chosen} (projected ")
 
 
+def test_auto_runs_stan_nuts_at_once_where_its_whole_run_is_short(files, monkeypatch):
+    """No pilot could pay for itself: ``auto`` is then ``--method nuts``, the same draws for the same seed."""
+    monkeypatch.setattr(auto_module, "QUICK_NUTS_SECONDS", auto_module.QUICK_NUTS_DEFAULT)
+    lines = []
+    result = sample(files / "regression.stan", files / "regression.json", "auto", {"draws": 300}, seed=3,
+                    progress=False, log=lines.append)  # fmt: skip
+    nuts = sample(files / "regression.stan", files / "regression.json", "nuts", {"draws": 300}, seed=3,
+                  progress=False)  # fmt: skip
+    np.testing.assert_array_equal(result.run.draws_unconstrained, nuts.run.draws_unconstrained)
+    assert lines[0].startswith("auto: chose nuts: a whole Stan NUTS run is projected at ")
+    assert result.reports["auto"]["pilots"] == [] and set(result.charged_seconds) == {"auto check"}
+
+
 def test_auto_chooses_stan_nuts_on_a_small_cheap_posterior(files):
     lines = []
     result = sample(files / "regression.stan", files / "regression.json", "auto", {"draws": 1000}, seed=3,
@@ -82,6 +103,39 @@ def test_auto_chooses_stan_nuts_on_a_small_cheap_posterior(files):
     metrics = result.metrics()
     assert metrics["auto"]["chosen"] == result.method and metrics["charged_seconds"]["auto pilots"] > 0
     assert any(line.startswith(f"auto: chose {result.method}") for line in lines)
+    # Its full run continued the pilot's chains from the shared warm-up: no warm-up of its own.
+    assert (
+        f"{result.method}: its full run continues the 4 chains of its pilot, with no warm-up of its own"
+        in lines
+    )
+    assert result.run.warmup_unconstrained.shape[1] == 0 and "step size" in result.charged_seconds
+
+
+FUNNEL = """
+parameters {
+  real y;
+  vector[8] x;
+}
+model {
+  y ~ normal(0, 1);
+  x ~ normal(0, exp(y / 2));
+}
+"""
+
+
+def test_auto_on_a_funnel_warms_up_once_and_does_not_take_it_for_two_modes(tmp_path):
+    """Laplace and Pathfinder fail on a funnel, so NUTS's warm-up is the shared one, and NUTS continues it."""
+    (tmp_path / "funnel.stan").write_text(FUNNEL)
+    lines = []
+    result = sample(tmp_path / "funnel.stan", None, "auto", {"draws": 300}, seed=2, progress=False,
+                    log=lines.append)  # fmt: skip
+    auto = result.reports["auto"]
+    assert not auto["modes"]["disagree"], auto["modes"]  # slow kernels in one mode are not two modes
+    assert auto["warmup"]["used"] == "nuts" and auto["pilots"][0]["method"] == "nuts"  # NUTS first
+    assert sum("NUTS warm-up" in line for line in lines) == 1, lines
+    assert result.method == "nuts" and result.run.warmup_unconstrained.shape[1] == 0
+    assert set(result.charged_seconds) == {"warmup", "auto pilots"}
+    assert result.num_draws == 300 and result.metrics()["ess_min"] > 30
 
 
 def test_auto_chooses_another_method_on_an_expensive_posterior(files, tmp_path, capsys):
@@ -182,17 +236,6 @@ def test_a_workflow_step_records_the_pilots_in_provenance_and_the_report(files, 
         run_workflow(bad, output=tmp_path / "bad", progress=False)
 
 
-def test_the_modes_check_tells_chains_in_one_mode_from_chains_in_two():
-    from stanaccel.sampling.auto import MODE_GAP, mode_gap
-
-    rng = np.random.default_rng(0)
-    one = [rng.normal(size=(200, 3)) for _ in range(4)]
-    assert mode_gap(one) < MODE_GAP
-    two = [*one[:3], rng.normal(size=(200, 3)) + [0.0, 6.0, 0.0]]
-    assert mode_gap(two) > MODE_GAP
-    assert mode_gap(one[:1]) == 0.0
-
-
 def test_a_pilot_is_the_start_of_its_full_run_and_one_that_cannot_win_is_dropped(files, tmp_path):
     data = regression_data()
     model = StanModel(files / "regression.stan", {**data, "beta": 1.0})
@@ -218,7 +261,8 @@ def test_a_pilot_is_the_start_of_its_full_run_and_one_that_cannot_win_is_dropped
     hopeless = AutoSettings(chains=2, draws=10**6, pilot_draws=10**5)
     hmc = _pilot(METHODS["hmc"], {}, model, data, adaptation, warm, hopeless, 5, seeds, race, tmp_path,
                  lambda line: None)  # fmt: skip
-    nuts = _nuts_pilot(METHODS["nuts"], model, "regression", adaptation, hopeless, race, 6, lambda line: None)
+    nuts = _nuts_pilot(METHODS["nuts"], model, "regression", adaptation, warm, hopeless, race, 6, seeds,
+                       tmp_path, lambda line: None)  # fmt: skip
     # A positive kernel's ESS per draw is at most 1, so the race holds it to less than HMC's.
     race = Race(4000, 2.6, best=100.0, leader="dc")
     assert race.lost(0.02, 0.0, "after 5 draws") == "" and METHODS["imh"].positive
@@ -232,3 +276,38 @@ def test_a_pilot_is_the_start_of_its_full_run_and_one_that_cannot_win_is_dropped
         row = dropped.row(hopeless.chains * hopeless.draws, "dc")
         assert dropped.result is None and row["note"].startswith("dropped after"), row
         assert "below dc's 1e+12" in row["note"] and np.isnan(row["projected_ess_per_s"])
+
+
+CORRELATED = """
+transformed data {
+  vector[3] mu = [1, -1, 0.5]';
+  vector[3] sd = [1, 2, 0.5]';
+  matrix[3, 3] Sigma = quad_form_diag([[1, 0.95, 0.9], [0.95, 1, 0.95], [0.9, 0.95, 1]], sd);
+}
+parameters {
+  vector[3] x;
+}
+model {
+  x ~ multi_normal(mu, Sigma);
+}
+"""
+
+
+def test_nuts_after_a_cheap_warmup_moves_with_its_dense_metric_and_continues_its_pilot(tmp_path):
+    """On a correlated Gaussian NUTS takes the Laplace fit's covariance as its metric, and stays exact."""
+    (tmp_path / "correlated.stan").write_text(CORRELATED)
+    model = StanModel(tmp_path / "correlated.stan")
+    auto = AutoSettings(chains=4, draws=1000, pilot_draws=100)
+    seeds = spawn_seeds(5, SEEDS)
+    say = lambda line: None  # noqa: E731
+    adaptation, warm, _ = _shared_warm_up(model, [(METHODS["hmc"], {})], auto, seeds, False, say)
+    assert adaptation.warmup == "laplace" and adaptation.dense.shape == (3, 3)
+    race = Race(4000, 2.6)
+    nuts = METHODS["nuts"]
+    pilot = _nuts_pilot(nuts, model, "correlated", adaptation, warm, auto, race, 6, seeds, tmp_path, say)
+    assert pilot.label == "Stan NUTS (dense metric)" and pilot.state.metric == "dense" and not pilot.note
+    full = _full_nuts(pilot, "nuts", model, 1.0, auto, 5, seeds, False, say, None)
+    assert full.run.inv_metric.shape == (4, 3, 3) and full.run.warmup_unconstrained.shape[1] == 0
+    np.testing.assert_array_equal(full.run.draws_unconstrained[:, :100], pilot.result.run.draws_unconstrained)
+    z_mean, z_sd = mcse_z_scores(full.to_inference_data(), "x", np.array([1, -1, 0.5]), np.array([1, 2, 0.5]))
+    assert np.all(np.abs(z_mean) < Z_LIMIT) and np.all(np.abs(z_sd) < Z_LIMIT), (z_mean, z_sd)

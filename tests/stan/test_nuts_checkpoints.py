@@ -98,3 +98,20 @@ def test_a_resumed_run_is_charged_the_seconds_its_checkpointed_parts_took(whole,
     resumed = sample_nuts(mvn_model, checkpoint=tmp_path, checkpoint_draws=150, **SETTINGS)  # all read back
     np.testing.assert_array_equal(resumed.chain_seconds, fit.chain_seconds)
     assert resumed.wall_seconds >= resumed.chain_seconds.max() > 0  # not the instant the reading took
+
+
+def test_a_longer_run_continues_a_shorter_ones_chunks(whole, mvn_model, tmp_path):
+    """``auto``'s NUTS pilot is the start of its full run: the same draws as a run never stopped."""
+    state = whole[0].warmup_state()
+    settings = {"warmup_from": state, "seed": 6, "progress": False, "checkpoint_draws": 150}
+    short = sample_nuts(mvn_model, draws=300, checkpoint=tmp_path, **settings)
+    longer = sample_nuts(mvn_model, draws=1000, checkpoint=tmp_path, **settings)
+    never_stopped = sample_nuts(mvn_model, draws=1000, checkpoint=tmp_path / "new", **settings)
+    np.testing.assert_array_equal(longer.draws_unconstrained, never_stopped.draws_unconstrained)
+    np.testing.assert_array_equal(longer.draws_unconstrained[:, :300], short.draws_unconstrained)
+    assert longer.wall_seconds >= short.wall_seconds  # charged the chunks it continued
+    # A shorter run's last chunk (here 50 draws) is not the longer run's chunk there (150): run again.
+    odd = tmp_path / "odd"
+    sample_nuts(mvn_model, draws=350, checkpoint=odd, **settings)
+    again = sample_nuts(mvn_model, draws=1000, checkpoint=odd, **settings)
+    np.testing.assert_array_equal(again.draws_unconstrained, never_stopped.draws_unconstrained)

@@ -16,6 +16,7 @@ from stanaccel.diagnostics.metrics import (
     reference_z_scores,
     summary,
     worst_bulk_ess,
+    worst_ess,
     worst_rhat,
 )
 
@@ -31,5 +32,6 @@ __all__ = [
     "summary",
     "to_inference_data",
     "worst_bulk_ess",
+    "worst_ess",
     "worst_rhat",
 ]

@@ -1,4 +1,4 @@
-"""Separated modes: warm-up chains that settled apart, and mass a tempering run found beyond them.
+"""Separated modes: chains that settled apart, and mass a tempering run found beyond them.
 
 NUTS explores the mode it starts in. On a posterior whose modes are separated
 by a region of low density, each chain stays where its warm-up took it:
@@ -9,6 +9,9 @@ weights among the modes follow the starts. Two checks, from the draws alone:
   draws overlap. More than one group says the chains settled in separated
   regions, so the posterior likely has several modes that NUTS cannot move
   between.
+- :func:`mode_gap`: how far apart short chains of any samplers (``auto``'s
+  pilots) settled, in standard errors that know each chain's ESS, so that
+  chains moving slowly through one mode are not taken for chains in two.
 - :func:`beyond_reference`: the share of a run's draws (the target level of a
   tempering run) farther from every reference draw (NUTS's warm-up draws) than
   those draws are from one another. A tempering run with mass there found a
@@ -24,6 +27,8 @@ from __future__ import annotations
 
 import numpy as np
 from scipy.spatial import cKDTree
+
+from stanaccel.diagnostics.metrics import bulk_ess
 
 APART = 3.0
 """Spacings (the reference's 99th-percentile nearest-neighbour distance) beyond which a draw is apart."""
@@ -72,6 +77,44 @@ def chain_regions(chains: np.ndarray) -> list[list[int]]:
         merged = sorted({c, *(x for g in touching for x in g)})
         groups = [g for g in groups if g not in touching] + [merged]
     return sorted(groups)
+
+
+def mode_gap(chains: list[np.ndarray], min_ess: float, gap: float, z_limit: float) -> tuple[float, float]:
+    """How far apart chains settled: two chains' means of a coordinate, in sds and in standard errors.
+
+    ``chains`` are (draws, dim) arrays of unconstrained draws (every chain of
+    every pilot; longer ones are cut to the shortest). A chain whose worst
+    coordinate's bulk ESS is below ``min_ess`` has not mixed even where it
+    is and is left out. For each pair of chains and coordinate the difference
+    of the means is measured in within-chain sds (the median over the
+    chains) and in standard errors of the difference, sqrt(sd_a^2 / ESS_a +
+    sd_b^2 / ESS_b): chains in one mode differ by a few errors however slowly
+    they move, chains in two modes by many sds and many errors. Returns
+    ``(sds, z)`` of the pair and coordinate farthest apart on both scales
+    (the largest min(sds / gap, z / z_limit)): the chains settled apart when
+    both exceed their limits. (0, 0) with fewer than two chains left.
+    """
+    n = min((len(c) for c in chains), default=0)
+    kept = []
+    for chain in chains:
+        chain = np.asarray(chain[:n], dtype=float)
+        moving = np.ptp(chain, axis=0) > 0
+        ess = np.full(chain.shape[1], np.inf)
+        ess[moving] = [bulk_ess(chain[None, :, j]) for j in np.flatnonzero(moving)]
+        if moving.any() and ess.min() >= min_ess:
+            kept.append((chain.mean(axis=0), chain.std(axis=0), ess))
+    if len(kept) < 2:
+        return 0.0, 0.0
+    means = np.array([m for m, _, _ in kept])
+    sds_chains = np.array([sd for _, sd, _ in kept])
+    error2 = sds_chains**2 / np.array([e for _, _, e in kept])
+    sd = np.median(sds_chains, axis=0)
+    diff = np.abs(means[:, None, :] - means[None, :, :])
+    with np.errstate(divide="ignore", invalid="ignore"):
+        z = np.nan_to_num(diff / np.sqrt(error2[:, None, :] + error2[None, :, :]), posinf=0.0)
+        sds = np.nan_to_num(diff / np.where(sd > 0, sd, np.inf))
+    worst = np.unravel_index(np.argmax(np.minimum(sds / gap, z / z_limit)), z.shape)
+    return float(sds[worst]), float(z[worst])
 
 
 def beyond_reference(draws: np.ndarray, reference: np.ndarray) -> float:

@@ -176,7 +176,9 @@ def _load_sampler(folder: Path, step: dict[str, Any]) -> dict[str, Any] | None:
     charged = metrics.get("charged_seconds") or {}
     table = summary(idata)
     prefix = convergence_by_prefix(idata, wall_seconds=wall, sampling_seconds=sampling)
-    ess_sampling = metrics.get("ess_per_second_sampling", metrics["ess_bulk_min"] / sampling)
+    ess_sampling = metrics.get(
+        "ess_per_second_sampling", metrics.get("ess_min", metrics["ess_bulk_min"]) / sampling
+    )
     if "warnings" not in metrics:  # written before stanaccel judged convergence
         judge(metrics)
     unreliable = "" if metrics["converged"] else " (unreliable: not converged)"
@@ -204,8 +206,11 @@ def _load_sampler(folder: Path, step: dict[str, Any]) -> dict[str, Any] | None:
             ("wall time (s), all charges included", wall),
             ("sampling time (s)", sampling),
             *[(f"charged: {k} (s)", v) for k, v in charged.items()],
-            ("ESS per second, charges included" + unreliable, metrics.get("ess_per_second")),
-            ("ESS per second, sampling only" + unreliable, ess_sampling),
+            (
+                "ESS (min of bulk and tail) per second, charges included" + unreliable,
+                metrics.get("ess_per_second"),
+            ),
+            ("ESS (min of bulk and tail) per second, sampling only" + unreliable, ess_sampling),
             ("acceptance (mean)", metrics.get("acceptance", _mean_acceptance(idata))),
             ("evaluations", metrics.get("evaluations", metrics.get("gradient_evaluations"))),
             *([("divergences", metrics["divergences"])] if "divergences" in metrics else []),

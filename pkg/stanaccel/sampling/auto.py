@@ -4,39 +4,44 @@ run would give with everything charged; the best runs in full, continuing its pi
 "auto" is not a method of the table: it chooses one. The candidates and
 their roles come from the table (:attr:`~stanaccel.sampling.methods.MethodSpec.auto`):
 
-- "approximation" and "warm" (piloted first, in that order): after one cheap
-  warm-up that they share (Laplace; Stan's Pathfinder if Laplace's
-  diagnostics fail; NUTS's warm-up if both do: :mod:`~stanaccel.sampling.warmup`),
-  which the chosen one's full run reuses; "approximation" over the automatic
-  approximation of the program: control variates about the mode (kind
-  "control-variate", m = :func:`control_variate_size`) where the
-  observations are declared and the program has ``beta``, else the Gaussian
-  at the mode (kind "laplace");
-- "own-warmup" (Stan's NUTS, piloted last): from the shared warm-up's
-  metric and starts, :data:`NUTS_PILOT_STEP` iterations adapting only its
-  step size (after a probe of :data:`NUTS_PILOT_PROBE`), then draws;
+- every candidate shares one warm-up (Laplace; Stan's Pathfinder if
+  Laplace's diagnostics fail; NUTS's own warm-up if both do:
+  :mod:`~stanaccel.sampling.warmup`), which the chosen one's full run reuses:
+  no candidate warms up twice;
+- "approximation" and "warm": kernels after that warm-up; "approximation"
+  over the automatic approximation of the program: control variates about
+  the mode (kind "control-variate", m = :func:`control_variate_size`) where
+  the observations are declared and the program has ``beta``, else the
+  Gaussian at the mode (kind "laplace");
+- "own-warmup" (Stan's NUTS): after NUTS's own warm-up it draws at once
+  with the adapted step sizes and metrics, and is piloted first (the
+  baseline the others must beat); after a cheap warm-up it first adapts its
+  step size alone (:data:`NUTS_PILOT_STEP` iterations, after a probe of
+  :data:`NUTS_PILOT_PROBE`) from the cheap warm-up's metric and starts,
+  and is piloted last;
 - "modes": tempering, piloted only when the other pilots' chains disagree
-  about where the posterior's mass is (:func:`mode_gap` above
-  :data:`MODE_GAP`); then the choice is among these.
+  about where the posterior's mass is (:func:`~stanaccel.diagnostics.modes.mode_gap`
+  above :data:`MODE_GAP` within-chain sds and :data:`MODE_Z` standard
+  errors, among chains that mixed where they are); then the choice is
+  among these.
 
-A kernel pilot is the start of its candidate's full run: the full run's
-chains, seeds and settings, stopped after ``pilot_draws`` draws with its
-chains checkpointed, so that the chosen one's full run continues them (the
-same kernel from the same starts: its draws are those of one run never
-stopped). The NUTS pilot runs :data:`PILOT_CHAINS` chains with as many
-chain-draws. Per chain-draw a pilot gives an ESS (the worst parameter's bulk
-ESS over the pilot's chain-draws) and seconds (its slowest chain's seconds
-per draw from its first draw on, over the chains: the time of a run without
-the fixed cost of starting one); for a full run of C chains x D draws the
-score is
+A pilot is the start of its candidate's full run: the full run's chains,
+seeds and settings, stopped after ``pilot_draws`` draws with its chains
+checkpointed, so that the chosen one's full run continues them (the same
+kernel from the same starts: its draws are those of one run never stopped;
+NUTS's in checkpointed chunks of the pilot's length). Per chain-draw a
+pilot gives an ESS (the worst over the parameters of min(bulk, tail) ESS
+over the pilot's chain-draws) and seconds (its slowest chain's seconds per
+draw from its first draw on, over the chains: the time of a run without the
+fixed cost of starting one); for a full run of C chains x D draws the score
+is
 
     projected ESS/s = e x C x D / (W + S + t x C x D)
 
 with e the pilot's ESS per chain-draw, t its sampling seconds per chain-draw,
-W the warm-up the full run needs (the shared cheap warm-up's measured
-seconds; for NUTS its own 1000-iteration warm-up, projected from the pilot's
-seconds per step-size iteration), and S the method's own set-up measured in
-its pilot (step tuning, the approximation's mode and Taylor coefficients).
+W the shared warm-up's measured seconds, and S the candidate's own set-up
+measured in its pilot (step tuning, the approximation's mode and Taylor
+coefficients, NUTS's step-size iterations).
 
 The pilots race (:class:`Race`): ArviZ caps an ESS at n log10(n) for n
 draws, so no pilot of n chain-draws shows an e above log10(n); a positive
@@ -49,7 +54,11 @@ dropped, the table saying so. Once a pilot leads, the next kernel pilot
 first draws a probe (:data:`PROBE_SHARE`), whose ESS per draw, times
 :data:`PROBE_MARGIN`, caps its e: a candidate as fast per draw as the
 leader but mixing far worse (a Gaussian reference on a skewed posterior)
-is dropped there.
+is dropped there. And the pilots have a budget: once a leader is known,
+the others may take at most :data:`PILOT_SHARE` of its projected full run
+(at least :data:`PILOT_FLOOR` seconds); when that is spent the running
+pilot stops and no other starts but NUTS's, so that ``auto`` costs at most
+that share more than the method it chooses.
 
 The pilots themselves are not in the score (they are spent whichever method
 is chosen) but are charged to the result ("auto pilots"), less the chosen
@@ -71,16 +80,26 @@ from typing import Any
 import numpy as np
 from scipy.stats import norm
 
-from stanaccel.diagnostics import reference_z_scores, worst_bulk_ess, worst_rhat
+from stanaccel.diagnostics import reference_z_scores, worst_ess, worst_rhat
+from stanaccel.diagnostics.modes import mode_gap
 from stanaccel.errors import ConfigError
 from stanaccel.executors import SerialExecutor
 from stanaccel.observations import Observations
-from stanaccel.sampling.config import DEFAULT_NUTS_WARMUP, LARGEST, _check, keys, make_config, setting
+from stanaccel.sampling.config import (
+    DEFAULT_NUTS_WARMUP,
+    LARGEST,
+    NUTS_WARMUP,
+    _check,
+    keys,
+    make_config,
+    setting,
+)
 from stanaccel.sampling.methods import METHODS, MethodSpec
 from stanaccel.sampling.program import ProgramConventionError, check_program, has_beta
 from stanaccel.sampling.result import SampleResult, method_label
 from stanaccel.sampling.run import SEEDS, run_nuts, run_sampler
 from stanaccel.sampling.warmup import (
+    BORROWED,
     averaged_step,
     cheap_warm_up,
     checkpoint_part,
@@ -92,9 +111,6 @@ from stanaccel.stan.nuts import NutsFit, WarmupState, sample_nuts
 
 AUTO = "auto"
 """The name that asks for the choice (``--method auto``): not a method of the table."""
-
-PILOT_CHAINS = 2
-"""Chains of the NUTS pilot (it draws as many chain-draws as a kernel pilot, in fewer, longer chains)."""
 
 NUTS_PILOT_STEP = 30
 """Iterations of the NUTS pilot adapting only its step size, from the shared warm-up's metric and starts
@@ -136,7 +152,36 @@ two-sided probability, Bonferroni-corrected over the parameters and pilots."""
 
 MODE_GAP = 3.0
 """The pilots disagree about the modes when two pilot chains' means of a coordinate lie more than this
-many within-chain sds apart: chains that mix in one mode differ by about sd / sqrt(ESS per chain)."""
+many within-chain sds apart (and :data:`MODE_Z` standard errors): chains that mix in one mode differ by
+about sd / sqrt(ESS per chain)."""
+
+MODE_Z = 6.0
+"""... and more than this many standard errors of their difference, each chain's sd / sqrt(its ESS):
+chains that move slowly through one mode (a funnel's neck and mouth) differ by many sds but few errors."""
+
+MODE_ESS = 10.0
+"""A chain whose worst coordinate has a bulk ESS below this has not mixed even locally: it says nothing
+about the modes, and the modes check leaves it out."""
+
+PILOT_SHARE = 0.15
+"""The pilots of the candidates not chosen may take at most this share of the leader's projected full
+run (its warm-up, set-up and draws), or :data:`PILOT_FLOOR` if more: once spent, the pilot running stops
+and no other starts, but NUTS's (the baseline, whose pilot its full run keeps)."""
+
+PILOT_FLOOR = 1.0
+"""Seconds the pilots may always take: on a cheap posterior a share of its run is shorter than a pilot."""
+
+QUICK_NUTS_SECONDS = QUICK_NUTS_DEFAULT = 2.0
+"""Below this projected length of a whole Stan NUTS run (:func:`_quick_nuts`), NUTS runs at once."""
+
+QUICK_LEAPFROGS = 32
+"""Gradients per NUTS iteration in that projection: a tree depth of 5 (arK of posteriordb: 33 per
+iteration); a deeper tree only makes NUTS dearer, and the pilots more worth their cost."""
+
+DENSE_MAX_DIM = 200
+"""Up to this many parameters NUTS's pilot after a cheap warm-up moves with the dense metric of its
+Gaussian (the Laplace or Pathfinder covariance): correlations cost it no small steps. A dense metric costs
+dim^2 per leapfrog step, which beyond a few hundred parameters outweighs what it saves."""
 
 WARMUPS_TRIED = ("laplace", "pathfinder")
 """The cheap warm-ups tried in turn for the shared warm-up; NUTS's warm-up if both fail their checks."""
@@ -244,14 +289,19 @@ class Pilot:
     result: SampleResult | None = None
     settings: dict[str, Any] | None = None
     checkpoint: Path | None = None
-    """Where a kernel pilot's chains are checkpointed: its full run continues them."""
+    """Where a pilot's chains are checkpointed: its full run continues them."""
+    state: WarmupState | None = None
+    """The NUTS pilot's adapted step sizes, metric and starts: its full run continues from them."""
     partial: SampleResult | None = None
     """The draws of a pilot dropped from the race: a reference for the agreement check if none finished."""
 
+    def full_seconds(self, chain_draws: int) -> float:
+        """The seconds of a full run of ``chain_draws`` chain-draws: warm-up, set-up and draws."""
+        return self.warmup_seconds + self.setup_seconds + self.seconds_per_draw * chain_draws
+
     def projected(self, chain_draws: int) -> float:
         """The ESS per second of a full run of ``chain_draws`` chain-draws, everything charged."""
-        seconds = self.warmup_seconds + self.setup_seconds + self.seconds_per_draw * chain_draws
-        value = self.ess_per_draw * chain_draws / seconds
+        value = self.ess_per_draw * chain_draws / self.full_seconds(chain_draws)
         return float(value) if np.isfinite(value) else float("nan")
 
     def row(self, chain_draws: int, chosen: str) -> dict[str, Any]:
@@ -284,6 +334,9 @@ class Race:
     cap: float
     best: float = 0.0
     leader: str = ""
+    deadline: float = float("inf")
+    """When the pilots' share of the leader's full run (:data:`PILOT_SHARE`) is spent (``perf_counter``)."""
+    share: str = ""
 
     def ceiling(self, seconds_per_draw: float, warmup_seconds: float, cap: float) -> float:
         """The highest projected ESS/s of a candidate of these seconds per chain-draw and warm-up."""
@@ -312,10 +365,23 @@ class Race:
         )
 
     def enter(self, pilot: Pilot) -> None:
-        """Make ``pilot``'s projection the best if it is higher."""
+        """Make ``pilot``'s projection the best if it is higher; the pilots' budget a share of its run."""
         value = pilot.projected(self.chain_draws)
         if pilot.result is not None and not pilot.note and np.isfinite(value) and value > self.best:
             self.best, self.leader = value, pilot.method
+            run = pilot.full_seconds(self.chain_draws)
+            budget = max(PILOT_SHARE * run, PILOT_FLOOR)
+            self.deadline = time.perf_counter() + budget
+            self.share = (f"{budget:.3g} s: {PILOT_SHARE:.0%} of {pilot.method}'s projected {run:.3g} s, at "
+                          f"least {PILOT_FLOOR:g} s")  # fmt: skip
+
+    def spent(self) -> str:
+        """Why no pilot may go on (the pilots' share of the leader's run is spent), or ""."""
+        return (
+            f"stopped: the pilots' share ({self.share}) was spent"
+            if time.perf_counter() > self.deadline
+            else ""
+        )
 
 
 class _Stop:
@@ -349,8 +415,9 @@ class _Stop:
         self.last[chain] = (now, done)
         if len(self.last) == self.chains and min(d for _, d in self.last.values()) >= self.draws:
             return True
-        if done - before < RACE_DRAWS or now - began < RACE_SECONDS:
-            return False
+        self.lost = self.race.spent()
+        if self.lost or done - before < RACE_DRAWS or now - began < RACE_SECONDS:
+            return bool(self.lost)
         self.lost = self.race.lost(
             self.seconds_per_draw, self.warmup_seconds, f"after {done} draws", self.positive
         )
@@ -358,12 +425,13 @@ class _Stop:
 
 
 FORMULA = (
-    "projected ESS/s = e x C x D / (W + S + t x C x D): e, t the pilot's worst bulk ESS and sampling "
-    "seconds per chain-draw, C x D the full run's chains x draws, W its warm-up (the shared cheap one; "
-    f"NUTS: {DEFAULT_NUTS_WARMUP} iterations at the pilot's seconds per step-size iteration), S its own "
-    "set-up (tuning, approximation). A pilot is dropped once its seconds per draw cap this below the "
+    "projected ESS/s = e x C x D / (W + S + t x C x D): e, t the pilot's ESS (the worst over the "
+    "parameters of min(bulk, tail)) and sampling seconds per chain-draw, C x D the full run's chains x "
+    "draws, W the shared warm-up, S the candidate's own set-up (tuning, approximation; NUTS after a cheap "
+    "warm-up: its step-size iterations). A pilot is dropped once its seconds per draw cap this below the "
     f"best so far even at the largest e a pilot shows (log10 of its chain-draws; {POSITIVE_CAP:g} for a "
-    f"positive kernel), or, behind a leader, at {PROBE_MARGIN:g} x the e of its probe (its first draws)"
+    f"positive kernel), or, behind a leader, at {PROBE_MARGIN:g} x the e of its probe (its first draws); "
+    f"the pilots not chosen take at most {PILOT_SHARE:.0%} of the leader's projected run"
 )
 
 
@@ -397,31 +465,38 @@ def _sample_auto(
             f"{auto.pilot_draws} is longer than the run's draws)")  # fmt: skip
         auto = replace(auto, pilot_draws=auto.draws)
     chain_draws = auto.chains * auto.draws
+    quick = _quick_nuts(model, auto)
+    if quick:
+        return _nuts_at_once(quick, model, auto, seed, seeds, progress, say, checkpoint, start)
     candidates, skipped = _candidates(auto, program, data)
     candidates.sort(key=lambda candidate: _order(candidate[0]))
     shared = [(spec, s) for spec, s in candidates if spec.auto in ("warm", "approximation", "modes")]
     adaptation, warm_seconds, warm_report = None, 0.0, {}
     if shared:
         adaptation, warm_seconds, warm_report = _shared_warm_up(model, shared, auto, seeds, progress, say)
+    if adaptation is not None and adaptation.warmup == NUTS_WARMUP:  # NUTS's own: its pilot is the baseline
+        candidates.sort(key=lambda candidate: candidate[0].auto != "own-warmup")
     race = Race(chain_draws, float(np.log10(auto.chains * auto.pilot_draws)))
     pilots: list[Pilot] = []
     for index, (spec, settings) in enumerate(candidates):
-        if spec.auto == "own-warmup" and adaptation is not None:
-            pilots.append(_nuts_pilot(spec, model, program.name, adaptation, auto, race,
-                                      spawn_seed(seed, 1, index), say))  # fmt: skip
-        elif spec.auto in ("warm", "approximation"):
+        if spec.auto not in ("own-warmup", "warm", "approximation") or adaptation is None:
+            continue
+        if race.spent() and spec.auto != "own-warmup":
+            pilots.append(Pilot(spec.name, spec.auto, spec.label, note=f"not piloted: {race.spent()[9:]}"))
+        elif spec.auto == "own-warmup":
+            pilots.append(_nuts_pilot(spec, model, program.name, adaptation, warm_seconds, auto, race,
+                                      spawn_seed(seed, 1, index), seeds, folder, say))  # fmt: skip
+        else:
             pilots.append(_pilot(spec, settings, model, data, adaptation, warm_seconds, auto, seed, seeds,
                                  race, folder, say))  # fmt: skip
-        else:
-            continue
         race.enter(pilots[-1])
     reference = _agreement(pilots)
-    gap = mode_gap([chain for p in pilots if p.result is not None for chain in _unconstrained(p.result)])
-    modes = {"gap": gap, "limit": MODE_GAP, "disagree": bool(gap > MODE_GAP)}
+    modes = _modes(pilots)
     tempering = [(spec, s) for spec, s in candidates if spec.auto == "modes"]
     if modes["disagree"]:
-        say(f"auto: the pilots' chains disagree about the modes (chain means {gap:.1f} within-chain sds "
-            f"apart, above {MODE_GAP:g}): piloting tempering too")  # fmt: skip
+        say(f"auto: the pilots' chains disagree about the modes (chain means {modes['gap']:.1f} within-chain "
+            f"sds and {modes['z']:.1f} standard errors apart, above {MODE_GAP:g} and {MODE_Z:g}): piloting "
+            "tempering too")  # fmt: skip
         race = Race(chain_draws, race.cap)  # tempering races only against tempering
         for spec, settings in tempering:
             pilots.append(_pilot(spec, settings, model, data, adaptation, warm_seconds, auto, seed, seeds,
@@ -470,7 +545,6 @@ def _sample_auto(
         "chains": auto.chains,
         "draws": auto.draws,
         "pilot_draws": auto.pilot_draws,
-        "nuts_pilot_chains": PILOT_CHAINS,
         "pilot_seconds": pilot_seconds,
         "continued_draws": [] if resumed is None else [int(d) for d in resumed],
         "reference": None if reference is None else reference.method,
@@ -479,6 +553,53 @@ def _sample_auto(
         "skipped": skipped,
         "pilots": rows,
     }
+    return result
+
+
+def _quick_nuts(model, auto: AutoSettings) -> str:
+    """Why Stan's NUTS runs at once, without pilots (its whole run is projected short), or "".
+
+    A whole run of C chains x (warm-up + D) iterations is projected at
+    :data:`QUICK_LEAPFROGS` gradients per iteration, each as long as one
+    timed in C++ at the unconstrained origin, the chains in parallel on the
+    cores there are. Below :data:`QUICK_NUTS_SECONDS` no pilot could pay for
+    itself: a Laplace warm-up and a pilot take about a second in Python.
+    """
+    import os
+
+    try:
+        point = np.zeros(model.dim)
+        per_gradient = model.time_log_density_gradient(point, 10)
+        per_gradient = model.time_log_density_gradient(point, int(min(max(0.02 / per_gradient, 10), 10_000)))
+    except Exception:  # a program that cannot be evaluated at the origin: the pilots will tell
+        return ""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    iterations = (DEFAULT_NUTS_WARMUP + auto.draws) * -(-auto.chains // min(auto.chains, cores))
+    projected = per_gradient * QUICK_LEAPFROGS * iterations
+    if not np.isfinite(projected) or projected >= QUICK_NUTS_SECONDS:
+        return ""
+    return (
+        f"a whole Stan NUTS run is projected at {projected:.2g} s ({per_gradient * 1e6:.3g} us per gradient, "
+        f"{QUICK_LEAPFROGS} per iteration), under {QUICK_NUTS_SECONDS:g} s: no pilot could pay for itself, "
+        "so Stan's NUTS runs at once, with its own warm-up"
+    )
+
+
+def _nuts_at_once(why, model, auto, seed, seeds, progress, say, checkpoint, start) -> SampleResult:
+    """Stan's NUTS as ``--method nuts`` runs it (the same seeds, so the same draws), the check charged."""
+    method = next(spec.name for spec in METHODS.values() if spec.auto == "own-warmup")
+    line = f"auto: chose {method}: {why}"
+    say(line)
+    checked = time.perf_counter() - start
+    config = make_config(method, {"chains": auto.chains, "draws": auto.draws})
+    result = run_nuts(config, model, model.name.removesuffix("_model"), seed, seeds, None, progress, say,
+                      checkpoint)  # fmt: skip
+    result.charged_seconds["auto check"] = checked
+    result.reports["auto"] = {
+        "chosen": method, "reason": line, "formula": FORMULA, "chains": auto.chains, "draws": auto.draws,
+        "pilot_draws": auto.pilot_draws, "pilot_seconds": checked, "continued_draws": [], "reference": None,
+        "warmup": {}, "modes": {}, "skipped": {}, "pilots": [],
+    }  # fmt: skip
     return result
 
 
@@ -521,30 +642,64 @@ def _candidates(auto: AutoSettings, program, data) -> tuple[list[tuple[MethodSpe
     return out, skipped
 
 
-def _nuts_pilot(spec, model, name, adaptation, auto, race, seed, say) -> Pilot:
-    """Stan's NUTS from the shared warm-up: a short step-size adaptation, then draws unless it lost the race.
+def _nuts_pilot(spec, model, name, adaptation, warm_seconds, auto, race, seed, seeds, folder, say) -> Pilot:
+    """Stan's NUTS from the shared warm-up, its pilot the start of its full run (no second warm-up).
 
-    Its warm-up is projected to a full NUTS run's (:data:`DEFAULT_NUTS_WARMUP`
-    iterations of each chain) at its seconds per step-size iteration. A
-    probe of :data:`NUTS_PILOT_PROBE` iterations first drops a NUTS that
-    cannot win for their cost alone.
+    After NUTS's own warm-up it draws at once with the adapted step sizes and
+    metrics. After a cheap one it first adapts its step size alone, from the
+    cheap warm-up's metric and starts: a probe of :data:`NUTS_PILOT_PROBE`
+    iterations, then :data:`NUTS_PILOT_STEP`, either of which may drop a
+    NUTS that cannot win for their cost; those iterations are its set-up S.
+    The draws are checkpointed in chunks of the pilot's length in
+    ``folder`` / "nuts", which the full run continues.
     """
     start = time.perf_counter()
-    draws = -(-auto.chains * auto.pilot_draws // PILOT_CHAINS)
-    pilot = Pilot(spec.name, spec.auto, spec.label, warmup=f"nuts {DEFAULT_NUTS_WARMUP} (projected)")
-    say(f"auto: pilot of {spec.label} from the shared warm-up's metric and starts, {PILOT_CHAINS} chains x "
-        f"({NUTS_PILOT_STEP} iterations adapting the step size + {draws})")  # fmt: skip
-    metric = np.asarray(adaptation.inv_metric)
+    pilot = Pilot(spec.name, spec.auto, spec.label, warmup=adaptation.warmup, checkpoint=Path(folder))
+    pilot.warmup_seconds, pilot.setup_seconds = warm_seconds, 0.0
+    state = adaptation.warmup_state
+    dense = adaptation.dense if adaptation.dense is not None and model.dim <= DENSE_MAX_DIM else None
+    if dense is not None or state is None or not state.has_step_size or len(state.step_size) != auto.chains:
+        metric = f"the {adaptation.warmup} fit's dense metric" if dense is not None else "its metric"
+        say(f"auto: pilot of {spec.label} from the shared warm-up's starts and {metric}, {auto.chains} "
+            f"chains x ({NUTS_PILOT_STEP} step-size iterations + {auto.pilot_draws})")  # fmt: skip
+        pilot.label = f"{spec.label} (dense metric)" if dense is not None else spec.label
+        state = _nuts_step(pilot, model, adaptation, auto, race, seed, say, dense)
+        if state is None:
+            pilot.pilot_seconds = time.perf_counter() - start
+            return pilot
+    else:
+        say(f"auto: pilot of {spec.label}, {auto.chains} chains x {auto.pilot_draws} draws continuing the "
+            "shared warm-up (the first draws of its full run)")  # fmt: skip
+    pilot.state = replace(state, seconds=warm_seconds + pilot.setup_seconds)
+    config = make_config(spec.name, {"chains": auto.chains, "draws": auto.pilot_draws})
+    result = run_nuts(config, model, name, seed, seeds, warmup_from=pilot.state, checkpoint=pilot.checkpoint,
+                      checkpoint_draws=auto.pilot_draws)  # fmt: skip
+    if result.run.interrupted:
+        raise KeyboardInterrupt
+    sampling = float(np.max(result.run.chain_seconds))
+    return _measured(pilot, result, sampling, time.perf_counter() - start)
+
+
+def _nuts_step(pilot, model, adaptation, auto, race, seed, say, dense=None) -> WarmupState | None:
+    """NUTS's step sizes adapted alone from a cheap warm-up, as a warm-up state; None if NUTS lost the race.
+
+    The metric is the warm-up's (diagonal), or ``dense``, the full covariance of its Gaussian.
+
+    Its seconds are the pilot's set-up; the race may drop NUTS after the
+    probe's iterations or the step-size ones, at its seconds per draw (the
+    leapfrog steps of their last half, once the step size has settled).
+    """
+    start = time.perf_counter()
+    metric = np.asarray(adaptation.inv_metric if dense is None else dense)
     kind = "diag" if metric.ndim == 1 else "dense"
     initial = adaptation.step_size or 1.0
-    pilot.setup_seconds = 0.0
     for iterations in (NUTS_PILOT_PROBE, NUTS_PILOT_STEP):
         fit = sample_nuts(
             model,
-            chains=PILOT_CHAINS,
+            chains=auto.chains,
             warmup=iterations,
             draws=0,
-            inits=adaptation.starts[np.arange(PILOT_CHAINS) % len(adaptation.starts)],
+            inits=adaptation.starts[np.arange(auto.chains) % len(adaptation.starts)],
             inv_metric=metric,
             metric=kind,
             step_size=initial,
@@ -556,28 +711,21 @@ def _nuts_pilot(spec, model, name, adaptation, auto, race, seed, say) -> Pilot:
         )
         if fit.interrupted:
             raise KeyboardInterrupt
-        # Seconds per chain-iteration, the chains in parallel: all iterations for the warm-up; for a draw,
-        # the leapfrog steps of the last half, once the step size has settled.
         chain = float(np.max(fit.chain_seconds))
         leapfrogs = np.asarray(fit.warmup_sample_stats["n_steps"], dtype=float)
-        per_leapfrog = chain / PILOT_CHAINS / leapfrogs.sum(axis=1).max()
-        per_draw = per_leapfrog * leapfrogs[:, iterations // 2 :].mean()
-        pilot.warmup_seconds = chain / (PILOT_CHAINS * iterations) * auto.chains * DEFAULT_NUTS_WARMUP
-        if (
-            iterations == NUTS_PILOT_PROBE and chain < NUTS_PROBE_SECONDS
-        ):  # too short to time: a pause is most of it
-            continue
-        pilot.note = race.lost(per_draw, pilot.warmup_seconds, f"after {iterations} step-size iterations")
+        per_draw = chain / auto.chains / leapfrogs.sum(axis=1).max() * leapfrogs[:, iterations // 2 :].mean()
+        pilot.setup_seconds = time.perf_counter() - start
+        if iterations == NUTS_PILOT_PROBE and chain < NUTS_PROBE_SECONDS:
+            continue  # too short to time: a pause is most of it
+        pilot.note = race.lost(per_draw, pilot.warmup_seconds + pilot.setup_seconds,
+                               f"after {iterations} step-size iterations")  # fmt: skip
         if pilot.note:
-            pilot.seconds_per_draw, pilot.pilot_seconds = per_draw, time.perf_counter() - start
-            say(f"auto: {spec.label} {pilot.note}")
-            return pilot
+            pilot.seconds_per_draw = per_draw
+            say(f"auto: {pilot.label} {pilot.note}")
+            return None
     steps = np.array([averaged_step(a, initial) for a in fit.warmup_sample_stats["acceptance_rate"]])
-    metrics = np.repeat(metric[None], PILOT_CHAINS, axis=0)
-    state = WarmupState(steps, metrics, kind, fit.last_unconstrained())
-    config = make_config(spec.name, {"draws": draws})
-    result = run_nuts(config, model, name, seed, spawn_seeds(seed, SEEDS), warmup_from=state)
-    return _measured(pilot, result, float(np.max(result.run.chain_seconds)), time.perf_counter() - start)
+    metrics = np.repeat(metric[None], auto.chains, axis=0)
+    return WarmupState(steps, metrics, kind, fit.last_unconstrained(), warmup=adaptation.warmup)
 
 
 def _measured(pilot: Pilot, result: SampleResult, sampling: float, total: float) -> Pilot:
@@ -599,9 +747,10 @@ def _shared_warm_up(model, shared, auto, seeds, progress, say):
     spec, settings = next(((s, k) for s, k in shared if s.uses_step_size(make_config(s.name, k))), shared[0])
     charged: dict[str, float] = {}
     report: dict[str, Any] = {}
-    for kind in WARMUPS_TRIED:
+    for index, kind in enumerate(WARMUPS_TRIED):
         config = make_config(spec.name, {**settings, "chains": auto.chains, "warmup": kind})
-        adaptation, report = cheap_warm_up(model, config, seeds, progress, say, charged)
+        instead = f"auto tries {WARMUPS_TRIED[index + 1]} next" if index + 1 < len(WARMUPS_TRIED) else None
+        adaptation, report = cheap_warm_up(model, config, seeds, progress, say, charged, instead)
         if adaptation is not None:
             return adaptation, sum(charged.values()), {**report, "tried": list(charged)}
     config = make_config(spec.name, {**settings, "chains": auto.chains, "warmup": DEFAULT_NUTS_WARMUP})
@@ -662,12 +811,14 @@ def _pilot(spec, settings, model, data, adaptation, warm_seconds, auto, seed, se
 
 
 def _ess_per_draw(draws: np.ndarray) -> float:
-    """The worst parameter's bulk ESS per chain-draw of unconstrained ``draws`` (chains, draws, dim).
+    """The headline ESS per chain-draw of unconstrained ``draws`` (chains, draws, dim).
 
-    Bulk ESS is rank-based, so a parameter's is its unconstrained
-    coordinate's; no summary of every quantity, which costs more.
+    The worst over the coordinates of min(bulk, tail) ESS
+    (:func:`~stanaccel.diagnostics.worst_ess`); both are rank-based, so a
+    parameter's is its unconstrained coordinate's; no summary of every
+    quantity, which costs more.
     """
-    return worst_bulk_ess(draws) / (draws.shape[0] * draws.shape[1])
+    return worst_ess(draws) / (draws.shape[0] * draws.shape[1])
 
 
 def _tuned_step(spec: MethodSpec, tuned) -> dict[str, Any]:
@@ -706,19 +857,12 @@ def _agreement(pilots: list[Pilot]) -> Pilot | None:
     return reference
 
 
-def mode_gap(chains: list[np.ndarray]) -> float:
-    """The largest distance between two chains' means of a coordinate, in within-chain sds.
-
-    ``chains`` are (draws, dim) arrays of unconstrained draws, every chain of
-    every pilot: chains in one mode differ by about sd / sqrt(ESS per chain);
-    chains in different modes by the distance between them.
-    """
-    if len(chains) < 2:
-        return 0.0
-    means = np.array([c.mean(axis=0) for c in chains])
-    sd = np.median(np.array([c.std(axis=0) for c in chains]), axis=0)
-    spread = (means.max(axis=0) - means.min(axis=0)) / np.where(sd > 0, sd, np.inf)
-    return float(np.max(spread))
+def _modes(pilots: list[Pilot]) -> dict[str, Any]:
+    """Whether the pilots' chains disagree about the modes (:func:`~stanaccel.diagnostics.modes.mode_gap`)."""
+    chains = [chain for p in pilots if p.result is not None for chain in _unconstrained(p.result)]
+    gap, z = mode_gap(chains, MODE_ESS, MODE_GAP, MODE_Z)
+    return {"gap": gap, "z": z, "limit": MODE_GAP, "z_limit": MODE_Z,
+            "disagree": bool(gap > MODE_GAP and z > MODE_Z)}  # fmt: skip
 
 
 def _unconstrained(result: SampleResult) -> np.ndarray:
@@ -727,17 +871,38 @@ def _unconstrained(result: SampleResult) -> np.ndarray:
     return np.asarray(run.draws_unconstrained if isinstance(run, NutsFit) else run.positions)
 
 
+def _full_nuts(best, method, model, pilot_seconds, auto, seed, seeds, progress, say, checkpoint):
+    """Stan's NUTS at full length: from its pilot's warm-up state, continuing its pilot's draws.
+
+    Without a pilot (none gave a usable estimate) it runs with its own warm-up.
+    """
+    name = model.name.removesuffix("_model")
+    config = make_config(method, {"chains": auto.chains, "draws": auto.draws})
+    if best is None or best.state is None:
+        result = run_nuts(config, model, name, seed, seeds, None, progress, say, checkpoint)
+        result.charged_seconds["auto pilots"] = pilot_seconds
+        return result
+    say(f"{method}: its full run continues the {auto.chains} chains of its pilot, with no warm-up of its own")
+    result = run_nuts(config, model, name, seed, seeds, warmup_from=best.state, progress=progress,
+                      checkpoint=best.checkpoint, checkpoint_draws=auto.pilot_draws)  # fmt: skip
+    result.charged_seconds.pop(BORROWED, None)
+    kept = best.result.run.wall_seconds  # the pilot's draws, in the full run's time
+    result.charged_seconds["warmup"] = best.warmup_seconds
+    if best.setup_seconds:  # its step size adapted alone, after a cheap warm-up
+        result.charged_seconds["step size"] = best.setup_seconds
+    spent = pilot_seconds - best.warmup_seconds - best.setup_seconds - kept
+    result.charged_seconds["auto pilots"] = max(spent, 0.0)
+    result.adaptation = best.state
+    return result
+
+
 def _full_run(best, method, model, data, adaptation, warm_seconds, pilot_seconds, auto, seed, seeds, progress,
               say, checkpoint, executor) -> SampleResult:  # fmt: skip
     """The chosen method at full length: a kernel method continues its pilot's chains, with its tuned step."""
     spec = METHODS[method]
     size = {"chains": auto.chains, "draws": auto.draws}
     if spec.auto == "own-warmup":
-        config = make_config(method, size)
-        result = run_nuts(config, model, model.name.removesuffix("_model"), seed, seeds, None, progress, say,
-                          checkpoint)  # fmt: skip
-        result.charged_seconds["auto pilots"] = pilot_seconds
-        return result
+        return _full_nuts(best, method, model, pilot_seconds, auto, seed, seeds, progress, say, checkpoint)
     settings = {**best.settings, **size}
     # The warm-up that ran, so that the settings say it (not the method's default).
     settings["warmup"] = adaptation.warmup if adaptation.warmup in WARMUPS_TRIED else DEFAULT_NUTS_WARMUP

@@ -536,6 +536,15 @@ class DCConfig(_WithApproximations):
     method: ClassVar[str] = "dc"
     needs: ClassVar[tuple[str, ...]] = ("approx",)
     approx: Approximation | None = setting(doc="the approximation pi*", kind="approximation")
+    # HMC by default: on the measured posteriors (benchmarks/big_data.py) DC's MH inner kernel had not
+    # converged in 4 x 1000 draws where HMC's made 2000 ESS (min of bulk and tail); auto picks HMC too.
+    inner: str = setting(
+        "hmc",
+        doc="kernel that moves on the approximation (pcn, h-pcn: about the whitened prior or the Laplace "
+        "approximation)",
+        kind="str",
+        choices=(*INNER_KERNELS, "pcn", "h-pcn"),
+    )
     moves: int = setting(1, doc="mark moves per iteration (r)", kind="int", low=1)
     jump: int = setting(1, doc="steps of the inner chain per jump (s)", kind="int", low=1)
 

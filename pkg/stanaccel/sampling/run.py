@@ -383,9 +383,14 @@ def _cost(density) -> dict[str, float]:
 
 
 def run_nuts(
-    config, model, name, seed, seeds, warmup_from=None, progress=False, say=None, checkpoint=None
-) -> SampleResult:
-    """Stan's NUTS on ``model`` with ``config``'s settings (or from an earlier warm-up), as a SampleResult."""
+    config, model, name, seed, seeds, warmup_from=None, progress=False, say=None, checkpoint=None,
+    checkpoint_draws=None,
+) -> SampleResult:  # fmt: skip
+    """Stan's NUTS on ``model`` with ``config``'s settings (or from an earlier warm-up), as a SampleResult.
+
+    ``checkpoint_draws``: the draws per checkpointed chunk (default
+    :data:`~stanaccel.stan.chunks.CHUNK_DRAWS`), where ``checkpoint`` is given.
+    """
     say = say or (lambda line: None)
     resolved, sources = config.resolve({})
     charged: dict[str, float] = {}
@@ -411,6 +416,7 @@ def run_nuts(
         warmup_from=warmup_from,
         progress=progress,
         checkpoint=checkpoint_part(checkpoint, "nuts"),
+        **({"checkpoint_draws": checkpoint_draws} if checkpoint_draws else {}),
         **settings,
     )
     say_failed_quantities(fit, say)

@@ -124,6 +124,8 @@ class Adaptation:
     """The warm-up that made it: "nuts", "pathfinder" or "laplace"."""
     report: dict[str, Any] = field(default_factory=dict)
     """What the warm-up reports: its kind, diagnostics (Pareto k, condition number), a fallback."""
+    dense: np.ndarray | None = None
+    """A cheap warm-up's Gaussian's full covariance (Laplace, Pathfinder): a dense metric for NUTS."""
 
     @property
     def covariance(self) -> np.ndarray:
@@ -213,11 +215,15 @@ def warm_up(
     return adaptation
 
 
-def cheap_warm_up(model, config, seeds, progress, say, charged) -> tuple[Adaptation | None, dict[str, Any]]:
+def cheap_warm_up(
+    model, config, seeds, progress, say, charged, instead: str | None = None
+) -> tuple[Adaptation | None, dict[str, Any]]:
     """A Gaussian by Pathfinder or Laplace, and the Adaptation from it; None when its diagnostics reject it.
 
     Returns the Adaptation (None: NUTS's warm-up must run) and the report
     (the warm-up asked for, its diagnostics, its seconds, and the one used).
+    ``instead``: what runs if it is rejected, for the warning (default
+    Stan's NUTS warm-up).
     """
     kind = config.warmup_kind
     start = time.perf_counter()
@@ -232,9 +238,10 @@ def cheap_warm_up(model, config, seeds, progress, say, charged) -> tuple[Adaptat
         charged[f"warmup ({kind}, not used)"] = seconds
         report["used"] = "nuts"
         report["fallback"] = fit
+        instead = instead or f"Stan's NUTS warm-up runs instead ({DEFAULT_NUTS_WARMUP} iterations)"
         message = (
-            f"warmup = {kind!r}: {fit}, so its Gaussian is not trusted; Stan's NUTS warm-up runs instead "
-            f"({DEFAULT_NUTS_WARMUP} iterations; the {seconds:.1f} s spent are charged)"
+            f"warmup = {kind!r}: {fit}, so its Gaussian is not trusted; {instead}; the {seconds:.1f} s spent "
+            "are charged"
         )
         warnings.warn(message, WarmupWarning, stacklevel=2)  # the command line shows it: not said as well
         return None, report
@@ -260,7 +267,7 @@ def cheap_warm_up(model, config, seeds, progress, say, charged) -> tuple[Adaptat
     return (
         Adaptation(
             step_size, inv_metric, starts, draws, sum(charged.values()), warmup_state=state, warmup=kind,
-            report=report,
+            report=report, dense=np.asarray(covariance) if np.ndim(covariance) == 2 else None,
         ),
         report,
     )  # fmt: skip

@@ -57,9 +57,17 @@ class NutsCheckpointWarning(UserWarning):
 
 
 def fingerprint(config, dim: int, inits: list[str], metrics: np.ndarray, step_sizes, chunk: int) -> dict:
-    """What makes a chunked run's draws: a checkpoint resumes only a run with the same."""
+    """What makes a chunked run's draws: a checkpoint resumes only a run with the same.
+
+    The number of draws is not in it: chunk k's draws do not depend on how
+    many follow, so a longer run continues a shorter one's chunks (``auto``'s
+    NUTS pilot is the start of its full run). A last chunk shorter than this
+    run's is not resumed from (:meth:`ChunkedChain._load`).
+    """
+    settings = dataclasses.asdict(config)
+    settings.pop("draws", None)
     return {
-        "settings": dataclasses.asdict(config),
+        "settings": settings,
         "dim": int(dim),
         "inits": zlib.crc32("\n".join(inits).encode()),
         "metrics": zlib.crc32(np.ascontiguousarray(metrics, dtype=float).tobytes()),
@@ -121,7 +129,13 @@ class ChunkedChain:
         saved = {"warmup": self._read("warmup") if self.config.warmup > 0 else None, "chunks": []}
         if self.config.warmup > 0 and saved["warmup"] is None:
             return saved
-        while (piece := self._read(str(len(saved["chunks"])))) is not None:
+        per_chunk = self.chunk * self.config.thin
+        n_chunks = -(-self.config.draws // per_chunk)
+        while (
+            len(saved["chunks"]) < n_chunks and (piece := self._read(str(len(saved["chunks"])))) is not None
+        ):
+            if piece["iterations"] != min(per_chunk, self.config.draws - len(saved["chunks"]) * per_chunk):
+                break  # the last chunk of a shorter run: this run's chunk there is longer
             saved["chunks"].append(piece)
         return saved
 

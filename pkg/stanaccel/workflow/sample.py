@@ -183,8 +183,9 @@ def sample_step(step: dict[str, Any], context: RunContext, seed: int) -> dict[st
     print(table)
     print(
         f"  {metrics['sampler']}: ESS bulk min {metrics['ess_bulk_min']:.0f}, "
+        f"tail min {metrics['ess_tail_min']:.0f}, "
         f"R-hat max {metrics['rhat_max']:.3f}, {metrics['wall_seconds']:.2f} s, "
-        f"{metrics['ess_per_second']:.3g} ESS/s"
+        f"{metrics['ess_per_second']:.3g} ESS/s (min of bulk and tail)"
         f"{'' if metrics['converged'] else ' (UNRELIABLE: NOT CONVERGED)'} -> {folder}"
     )
     print_warnings(metrics)

@@ -5,8 +5,9 @@ A study runs Stan's NUTS as its baseline, then samplers through
 
 - ``seconds``: the time with the warm-up, pilot, training and tuning charged
   (``charged_seconds`` of those), ``sampling_seconds`` the sampling's
-  alone (Stan NUTS's: less its warm-up's share); ``ess_per_second`` divides the smallest
-  bulk ESS by it, ``ess_per_second_sampling`` by the sampling time alone;
+  alone (Stan NUTS's: less its warm-up's share); ``ess_per_second``
+  divides ``ess_min``, the worst over the parameters of min(bulk ESS, tail
+  ESS), by it, ``ess_per_second_sampling`` by the sampling time alone;
 - ``vs_nuts``, ``vs_nuts_sampling``: those divided by Stan NUTS's (whose
   own sampling time leaves out its warm-up's share, estimated by the
   warm-up's share of its gradient evaluations);
@@ -47,14 +48,16 @@ def _row(
     reference=None,
 ) -> dict:
     metrics = convergence_metrics(idata, wall_seconds=seconds, sampling_seconds=sampling_seconds)
-    ess = metrics["ess_bulk_min"]
+    ess = metrics["ess_min"]
     row = {
         "sampler": sampler,
         "exact": bool(exact),
         "settings": settings,
         "seconds": seconds,
         "sampling_seconds": sampling_seconds,
-        "ess_bulk_min": ess,
+        "ess_min": ess,
+        "ess_bulk_min": metrics["ess_bulk_min"],
+        "ess_tail_min": metrics["ess_tail_min"],
         "ess_per_second": metrics["ess_per_second"],
         "ess_per_second_sampling": metrics["ess_per_second_sampling"],
         "vs_nuts": 1.0 if nuts is None else metrics["ess_per_second"] / nuts["ess_per_second"],
@@ -100,7 +103,7 @@ def nuts_row(
         nuts=None,
         reference=reference,
     )
-    row["autocorrelation_time"] = fit.chains * fit.num_draws / row["ess_bulk_min"]  # sampling draws only
+    row["autocorrelation_time"] = fit.chains * fit.num_draws / row["ess_min"]  # sampling draws only
     return row
 
 

@@ -241,7 +241,7 @@ def _write_tables(folder: Path, rows: list[dict], traces: list[dict]) -> None:
         writer = csv.DictWriter(handle, fieldnames=["size", "sampler", "draws", "seconds", "rhat_median"])
         writer.writeheader()
         writer.writerows(traces)
-    columns = ["size", "sampler", "wall_seconds", "cost_vs_inner", "ess_bulk_min", "ess_per_second",
-               "ess_per_second_sampling", "rhat_max", "rhat_median", "levels", "hot_end", "swap_acceptance",
-               "round_trips", "tt_acceptance"]  # fmt: skip
+    columns = ["size", "sampler", "wall_seconds", "cost_vs_inner", "ess_min", "ess_bulk_min",
+               "ess_per_second", "ess_per_second_sampling", "rhat_max", "rhat_median", "levels", "hot_end",
+               "swap_acceptance", "round_trips", "tt_acceptance"]  # fmt: skip
     print(write_table(folder, "table", rows, columns))
