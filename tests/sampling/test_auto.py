@@ -37,6 +37,8 @@ from stanaccel.seeds import spawn_seeds
 from stanaccel.stan import StanModel, write_data
 from stanaccel.workflow import run_workflow
 from tests.sampling.programs import (
+    BIMODAL,
+    BIMODAL_RIGHT,
     EXPENSIVE_REGRESSION,
     REGRESSION,
     regression_data,
@@ -311,3 +313,17 @@ def test_nuts_after_a_cheap_warmup_moves_with_its_dense_metric_and_continues_its
     np.testing.assert_array_equal(full.run.draws_unconstrained[:, :100], pilot.result.run.draws_unconstrained)
     z_mean, z_sd = mcse_z_scores(full.to_inference_data(), "x", np.array([1, -1, 0.5]), np.array([1, 2, 0.5]))
     assert np.all(np.abs(z_mean) < Z_LIMIT) and np.all(np.abs(z_sd) < Z_LIMIT), (z_mean, z_sd)
+
+
+def test_auto_on_two_modes_sees_them_and_chooses_tempering(tmp_path):
+    """Chains stuck in two modes, each mixing well where it is, are two modes: tempering is chosen."""
+    (tmp_path / "bimodal.stan").write_text(BIMODAL)
+    lines = []
+    result = sample(tmp_path / "bimodal.stan", {"beta": 1.0}, "auto", {"draws": 1000}, seed=4, progress=False,
+                    log=lines.append)  # fmt: skip
+    auto = result.reports["auto"]
+    assert auto["modes"]["disagree"], auto["modes"]
+    assert any("disagree about the modes" in line and "piloting tempering too" in line for line in lines)
+    assert METHODS[result.method].auto == "modes" and result.method in auto["reason"]
+    right = float(np.mean(result.to_inference_data().posterior["theta"].values[..., 0] > 0))
+    assert abs(right - BIMODAL_RIGHT) < 0.1, right  # both modes, in their weights
