@@ -93,14 +93,17 @@ def run(method: str, folder: Path, args) -> dict:
     if done.returncode != 0:
         raise SystemExit(f"{method} failed ({shlex.join(command)}):\n{done.stderr[-2000:]}")
     metrics = json.loads((folder / f"{method}.metrics.json").read_text())
+    # an older stanaccel has no ess_min
+    metrics.setdefault("ess_min", min(metrics["ess_bulk_min"], metrics["ess_tail_min"]))
+    metrics["ess_per_second"] = metrics["ess_min"] / metrics["wall_seconds"]
     return {"method": method, "metrics": metrics, "wall": wall, "idata": az.from_netcdf(output)}
 
 
 @numpy_path()
 def worst_z(idata, reference) -> tuple[float, float]:
     """The worst |z| of a parameter's mean against the reference run's, and the Bonferroni limit."""
-    ours = az.summary(idata, var_names=PARAMETERS, kind="all")
-    theirs = az.summary(reference, var_names=PARAMETERS, kind="all")
+    ours = az.summary(idata, var_names=PARAMETERS, kind="all", round_to="none")
+    theirs = az.summary(reference, var_names=PARAMETERS, kind="all", round_to="none")
     z = (ours["mean"] - theirs["mean"]) / np.sqrt(ours["mcse_mean"] ** 2 + theirs["mcse_mean"] ** 2)
     return float(np.max(np.abs(z))), float(norm.isf(0.01 / (2 * len(z))))
 
