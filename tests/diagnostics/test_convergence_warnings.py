@@ -143,7 +143,7 @@ def test_discretizing_chain_shows_and_flags_its_mark_acceptance(tmp_path, capsys
     (tmp_path / "regression.stan").write_text(REGRESSION)
     write_data(tmp_path / "data.json", regression_data(n=400))
     options = ["--method", "dc", "--warmup", "200", "--draws", "100", "--set", 'approx={kind="subset", m=2}',
-               "--set", 'observations={count="N", fields=["x", "y"]}']  # fmt: skip
+               "--set", 'observations={count="N", fields=["x", "y"]}', "--set", "inner=mh"]  # fmt: skip
     code, metrics = _sample(tmp_path / "regression.stan", tmp_path / "data.json", tmp_path, *options, "--set",
                             "jump=10")  # fmt: skip
     out = capsys.readouterr().out

@@ -28,6 +28,7 @@ method = "mh"
 [[steps.samplers]]
 method = "dc"
 approx = { kind = "fitc", m = 10 }
+inner = "mh"
 jump = 4
 sweep = { moves = [1, 3] }
 
