@@ -505,15 +505,20 @@ class STTConfig(TTConfig):
     observations: Observations | None = setting(doc="which data are per observation", kind="observations")
 
 
-@dataclass(frozen=True)
-class _WithApproximations(_Inner):
-    inner: str = setting(
-        "mh",
+def _approximation_inner(default: str):
+    """The ``inner`` setting of a method over approximations, with its default."""
+    return setting(
+        default,
         doc="kernel that moves on the approximation (pcn, h-pcn: about the whitened prior or the Laplace "
         "approximation)",
         kind="str",
         choices=(*INNER_KERNELS, "pcn", "h-pcn"),
     )
+
+
+@dataclass(frozen=True)
+class _WithApproximations(_Inner):
+    inner: str = _approximation_inner("mh")
     pcn_step: float | None = pcn_step_setting("inner pCN or h-pCN step h on the approximation", 0.25)
     tune: int = setting(
         100,
@@ -538,13 +543,7 @@ class DCConfig(_WithApproximations):
     approx: Approximation | None = setting(doc="the approximation pi*", kind="approximation")
     # HMC by default: on the measured posteriors (benchmarks/big_data.py) DC's MH inner kernel had not
     # converged in 4 x 1000 draws where HMC's made 2000 ESS (min of bulk and tail); auto picks HMC too.
-    inner: str = setting(
-        "hmc",
-        doc="kernel that moves on the approximation (pcn, h-pcn: about the whitened prior or the Laplace "
-        "approximation)",
-        kind="str",
-        choices=(*INNER_KERNELS, "pcn", "h-pcn"),
-    )
+    inner: str = _approximation_inner("hmc")
     moves: int = setting(1, doc="mark moves per iteration (r)", kind="int", low=1)
     jump: int = setting(1, doc="steps of the inner chain per jump (s)", kind="int", low=1)
 
