@@ -104,10 +104,11 @@ from stanaccel.sampling.warmup import (
     cheap_warm_up,
     checkpoint_part,
     nuts_warm_up,
+    step_size_fit,
 )
 from stanaccel.seeds import spawn_seed, spawn_seeds
 from stanaccel.stan.errors import StanError
-from stanaccel.stan.nuts import NutsFit, WarmupState, sample_nuts
+from stanaccel.stan.nuts import NutsFit, WarmupState
 
 AUTO = "auto"
 """The name that asks for the choice (``--method auto``): not a method of the table."""
@@ -708,21 +709,8 @@ def _nuts_step(pilot, model, adaptation, auto, race, seed, say, dense=None) -> W
     kind = "diag" if metric.ndim == 1 else "dense"
     initial = adaptation.step_size or 1.0
     for iterations in (NUTS_PILOT_PROBE, NUTS_PILOT_STEP):
-        fit = sample_nuts(
-            model,
-            chains=auto.chains,
-            warmup=iterations,
-            draws=0,
-            inits=adaptation.starts[np.arange(auto.chains) % len(adaptation.starts)],
-            inv_metric=metric,
-            metric=kind,
-            step_size=initial,
-            init_buffer=iterations,
-            term_buffer=0,
-            window=0,
-            seed=seed,
-            progress=False,
-        )
+        starts = adaptation.starts[np.arange(auto.chains) % len(adaptation.starts)]
+        fit = step_size_fit(model, starts, metric, iterations, seed, False, step_size=initial)
         if fit.interrupted:
             raise KeyboardInterrupt
         chain = float(np.max(fit.chain_seconds))

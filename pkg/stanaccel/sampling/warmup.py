@@ -273,6 +273,28 @@ def cheap_warm_up(
     )  # fmt: skip
 
 
+def step_size_fit(model, starts, inv_metric, iterations: int, seed: int, progress: bool, step_size=None):
+    """Stan's NUTS adapting only its step size for ``iterations`` from ``starts``, the metric held fixed.
+
+    One chain per start; ``inv_metric`` (dim,) is a diagonal metric, (dim, dim) a dense one.
+    """
+    return sample_nuts(
+        model,
+        chains=len(starts),
+        warmup=iterations,
+        draws=0,
+        inits=starts,
+        inv_metric=inv_metric,
+        metric="diag" if np.ndim(inv_metric) == 1 else "dense",
+        init_buffer=iterations,
+        term_buffer=0,
+        window=0,
+        seed=seed,
+        progress=progress,
+        **({} if step_size is None else {"step_size": step_size}),
+    )
+
+
 def adapt_step(model: StanModel, state: WarmupState, seed: int, progress: bool) -> WarmupState:
     """``state`` with step sizes adapted by Stan's NUTS (:data:`STEP_ITERATIONS` iterations per chain,
     from its points, its diagonal metric held fixed) and each chain's point after them.
@@ -283,19 +305,7 @@ def adapt_step(model: StanModel, state: WarmupState, seed: int, progress: bool) 
         Stopped by Ctrl-C (the message says where).
     """
     inv_metric = np.mean(np.asarray(state.inv_metric), axis=0)
-    fit = sample_nuts(
-        model,
-        chains=len(state.positions),
-        warmup=STEP_ITERATIONS,
-        draws=0,
-        inits=np.asarray(state.positions),
-        inv_metric=inv_metric,
-        init_buffer=STEP_ITERATIONS,
-        term_buffer=0,
-        window=0,
-        seed=seed,
-        progress=progress,
-    )
+    fit = step_size_fit(model, np.asarray(state.positions), inv_metric, STEP_ITERATIONS, seed, progress)
     if fit.interrupted:
         raise KeyboardInterrupt("stopped while Stan's NUTS adapted the step size (the warm-up)")
     steps = np.array([averaged_step(a) for a in fit.warmup_sample_stats["acceptance_rate"]])
