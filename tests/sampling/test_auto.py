@@ -56,8 +56,10 @@ COLUMNS = {"method", "warmup", "setup_s", "pilot_ess_per_draw", "s_per_draw", "p
 
 @pytest.fixture(autouse=True)
 def pilots(monkeypatch):
-    """Pilots even where a whole NUTS run is short (these posteriors are small): what the tests are about."""
+    """Pilots even where a whole NUTS run is short (these posteriors are small), NUTS's last after a cheap
+    warm-up, as on an expensive posterior: the race is what the tests are about."""
     monkeypatch.setattr(auto_module, "QUICK_NUTS_SECONDS", 0.0)
+    monkeypatch.setattr(auto_module, "NUTS_FIRST_SECONDS", 0.0)
 
 
 @pytest.fixture(scope="module")
@@ -115,6 +117,20 @@ def test_auto_chooses_stan_nuts_on_a_small_cheap_posterior(files):
         in lines
     )
     assert result.run.warmup_unconstrained.shape[1] == 0 and "step size" in result.charged_seconds
+
+
+def test_auto_on_a_cheap_posterior_pilots_nuts_first_and_the_others_within_its_share(files, monkeypatch):
+    """Where a whole NUTS run is short, NUTS's pilot is first and its run caps the others' pilots."""
+    monkeypatch.setattr(auto_module, "NUTS_FIRST_SECONDS", auto_module.NUTS_FIRST_DEFAULT)
+    monkeypatch.setattr(auto_module, "PILOT_FLOOR", 0.0)  # the share alone, however short
+    result = sample(files / "regression.stan", files / "regression.json", "auto", {"draws": 1000}, seed=3,
+                    progress=False)  # fmt: skip
+    auto = result.reports["auto"]
+    rows = auto["pilots"]
+    assert rows[0]["method"] == "nuts" and rows[0]["warmup"] == "laplace" and auto["chosen"] == "nuts"
+    share = f"{auto_module.PILOT_SHARE:.0%} of nuts's projected"
+    assert any(share in row["note"] for row in rows[1:]), rows  # some pilot stopped, or not started, by it
+    check_exact(result, regression_data())
 
 
 FUNNEL = """

@@ -14,11 +14,14 @@ their roles come from the table (:attr:`~stanaccel.sampling.methods.MethodSpec.a
   the observations are declared and the program has ``beta``, else the
   Gaussian at the mode (kind "laplace");
 - "own-warmup" (Stan's NUTS): after NUTS's own warm-up it draws at once
-  with the adapted step sizes and metrics, and is piloted first (the
-  baseline the others must beat); after a cheap warm-up it first adapts its
-  step size alone (:data:`NUTS_PILOT_STEP` iterations, after a probe of
-  :data:`NUTS_PILOT_PROBE`) from the cheap warm-up's metric and starts,
-  and is piloted last;
+  with the adapted step sizes and metrics; after a cheap warm-up it first
+  adapts its step size alone (:data:`NUTS_PILOT_STEP` iterations, after a
+  probe of :data:`NUTS_PILOT_PROBE`) from the cheap warm-up's metric and
+  starts. It is piloted first (the baseline the others must beat, whose
+  projected run sets the pilots' budget) after NUTS's own warm-up, and
+  where a whole Stan NUTS run is projected under :data:`NUTS_FIRST_SECONDS`
+  (a cheap posterior, where the other pilots' fixed costs matter); else
+  last, so that the race can drop it for its cost;
 - "modes": tempering, piloted only when the other pilots' chains disagree
   about where the posterior's mass is (:func:`~stanaccel.diagnostics.modes.mode_gap`
   above :data:`MODE_GAP` within-chain sds and :data:`MODE_Z` standard
@@ -164,16 +167,23 @@ MODE_ESS = 10.0
 """A chain whose worst coordinate has a bulk ESS below this has not mixed even locally: it says nothing
 about the modes, and the modes check leaves it out."""
 
-PILOT_SHARE = 0.15
+PILOT_SHARE = 0.10
 """The pilots of the candidates not chosen may take at most this share of the leader's projected full
 run (its warm-up, set-up and draws), or :data:`PILOT_FLOOR` if more: once spent, the pilot running stops
 and no other starts, but NUTS's (the baseline, whose pilot its full run keeps)."""
 
-PILOT_FLOOR = 1.0
-"""Seconds the pilots may always take: on a cheap posterior a share of its run is shorter than a pilot."""
+PILOT_FLOOR = 0.25
+"""Seconds the pilots may always take: about one cheap pilot, which on a posterior of a few seconds can
+still find a sampler many times faster than NUTS."""
 
 QUICK_NUTS_SECONDS = QUICK_NUTS_DEFAULT = 2.0
 """Below this projected length of a whole Stan NUTS run (:func:`_quick_nuts`), NUTS runs at once."""
+
+NUTS_FIRST_SECONDS = NUTS_FIRST_DEFAULT = 30.0
+"""Below this projected length of a whole Stan NUTS run, NUTS is piloted first after a cheap warm-up:
+its pilot then costs little, and its projection caps the others' pilots at :data:`PILOT_SHARE` of its
+run. The projection assumes :data:`QUICK_LEAPFROGS` per iteration, which misses by 6x either way (on
+posteriordb gp_regr takes about 5, arK 33), so only the pilot tells how long NUTS's run is."""
 
 QUICK_LEAPFROGS = 32
 """Gradients per NUTS iteration in that projection: a tree depth of 5 (arK of posteriordb: 33 per
@@ -471,7 +481,7 @@ def _sample_auto(
             f"{auto.pilot_draws} is longer than the run's draws)")  # fmt: skip
         auto = replace(auto, pilot_draws=auto.draws)
     chain_draws = auto.chains * auto.draws
-    quick = _quick_nuts(model, auto)
+    quick, projected = _quick_nuts(model, auto)
     if quick:
         return _nuts_at_once(quick, model, auto, seed, seeds, progress, say, checkpoint, start)
     candidates, skipped = _candidates(auto, program, data)
@@ -480,8 +490,8 @@ def _sample_auto(
     adaptation, warm_seconds, warm_report = None, 0.0, {}
     if shared:
         adaptation, warm_seconds, warm_report = _shared_warm_up(model, shared, auto, seeds, progress, say)
-    if adaptation is not None and adaptation.warmup == NUTS_WARMUP:  # NUTS's own: its pilot is the baseline
-        candidates.sort(key=lambda candidate: candidate[0].auto != "own-warmup")
+    if adaptation is not None and (adaptation.warmup == NUTS_WARMUP or projected < NUTS_FIRST_SECONDS):
+        candidates.sort(key=lambda candidate: candidate[0].auto != "own-warmup")  # NUTS, the baseline, first
     race = Race(chain_draws, float(np.log10(auto.chains * auto.pilot_draws)))
     pilots: list[Pilot] = []
     for index, (spec, settings) in enumerate(candidates):
@@ -571,33 +581,38 @@ def _sample_auto(
     return result
 
 
-def _quick_nuts(model, auto: AutoSettings) -> str:
-    """Why Stan's NUTS runs at once, without pilots (its whole run is projected short), or "".
+def _quick_nuts(model, auto: AutoSettings) -> tuple[str, float]:
+    """Why Stan's NUTS runs at once, without pilots (its whole run is projected short), or ""; the projection.
 
     A whole run of C chains x (warm-up + D) iterations is projected at
     :data:`QUICK_LEAPFROGS` gradients per iteration, each as long as one
-    timed in C++ at the unconstrained origin, the chains in parallel on the
-    cores there are. Below :data:`QUICK_NUTS_SECONDS` no pilot could pay for
+    timed in C++ at the unconstrained origin (the fastest of three timings,
+    as a pause only ever slows one), the chains in parallel on the cores
+    there are. Below :data:`QUICK_NUTS_SECONDS` no pilot could pay for
     itself: a Laplace warm-up and a pilot take about a second in Python.
+    The projection is infinite where the program cannot be evaluated at the origin.
     """
     import os
 
     try:
         point = np.zeros(model.dim)
         per_gradient = model.time_log_density_gradient(point, 10)
-        per_gradient = model.time_log_density_gradient(point, int(min(max(0.005 / per_gradient, 10), 10_000)))
+        repeats = int(min(max(0.002 / per_gradient, 10), 10_000))
+        per_gradient = min(model.time_log_density_gradient(point, repeats) for _ in range(3))
     except Exception:  # a program that cannot be evaluated at the origin: the pilots will tell
-        return ""
+        return "", float("inf")
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
     iterations = (DEFAULT_NUTS_WARMUP + auto.draws) * -(-auto.chains // min(auto.chains, cores))
     projected = per_gradient * QUICK_LEAPFROGS * iterations
-    if not np.isfinite(projected) or projected >= QUICK_NUTS_SECONDS:
-        return ""
+    if not np.isfinite(projected):
+        return "", float("inf")
+    if projected >= QUICK_NUTS_SECONDS:
+        return "", float(projected)
     return (
         f"a whole Stan NUTS run is projected at {projected:.2g} s ({per_gradient * 1e6:.3g} us per gradient, "
         f"{QUICK_LEAPFROGS} per iteration), under {QUICK_NUTS_SECONDS:g} s: no pilot could pay for itself, "
         "so Stan's NUTS runs at once, with its own warm-up"
-    )
+    ), float(projected)
 
 
 def _nuts_at_once(why, model, auto, seed, seeds, progress, say, checkpoint, start) -> SampleResult:
