@@ -23,8 +23,10 @@ from stanaccel.sampling import auto as auto_module
 from stanaccel.sampling.auto import (
     PILOT_ORDER,
     AutoSettings,
+    Pilot,
     Race,
     _agreement,
+    _check_choice,
     _full_nuts,
     _full_run,
     _nuts_pilot,
@@ -298,6 +300,36 @@ def test_a_pilot_is_the_start_of_its_full_run_and_one_that_cannot_win_is_dropped
         row = dropped.row(hopeless.chains * hopeless.draws, "dc")
         assert dropped.result is None and row["note"].startswith("dropped after"), row
         assert "below dc's 1e+12" in row["note"] and np.isnan(row["projected_ess_per_s"])
+
+
+def test_a_kernel_chosen_over_nuts_is_checked_in_its_full_run_and_replaced_where_its_pilot_flattered_it(
+    files, tmp_path
+):
+    """A chosen kernel's first quarter of draws re-scores it; the choice holds, or goes to the next best."""
+    data = {**regression_data(), "beta": 1.0}
+    model = StanModel(files / "regression.stan", data)
+    auto = AutoSettings(chains=2, draws=400, pilot_draws=50)
+    seeds = spawn_seeds(5, SEEDS)
+    say = lambda line: None  # noqa: E731
+    pcn = (METHODS["pcn"], {})
+    adaptation, warm, _ = _shared_warm_up(model, [pcn], auto, seeds, False, say)
+    pilot = _pilot(*pcn, model, data, adaptation, warm, auto, 5, seeds, Race(800, 2.0), tmp_path, say)
+    nuts = Pilot("nuts", "own-warmup", "Stan NUTS", warmup_seconds=warm, setup_seconds=0.0,
+                 seconds_per_draw=pilot.seconds_per_draw)  # fmt: skip
+    # A pilot that flattered pCN (no chain shows 100 ESS per draw); NUTS between that and pCN's real one.
+    pilot.ess_per_draw, nuts.ess_per_draw = 100.0, 5.0
+    check = _check_choice(pilot, [pilot, nuts], model, data, adaptation, auto, 5, seeds, say)
+    assert not check["held"] and check["draws"] == 100 and check["ess_per_draw"] < 1.5, check
+    assert pilot.note.startswith("checked in its full run: after 100 draws per chain pcn's ESS/draw was ")
+    assert "below nuts's " in pilot.note
+    # Where the draws bear the choice out, it holds; the full run continues them: a run never stopped.
+    pilot.note, pilot.ess_per_draw, nuts.ess_per_draw = "", 1.0, 1e-3
+    check = _check_choice(pilot, [pilot, nuts], model, data, adaptation, auto, 5, seeds, say)
+    assert check["held"] and pilot.ess_per_draw == 1.0 and not pilot.note  # its row keeps the pilot's figure
+    full = _full_run(pilot, "pcn", model, data, adaptation, warm, 1.0, auto, 5, seeds, False, say, None, None)
+    never_stopped = run_sampler(make_config("pcn", {"chains": 2, "draws": 400}), model, data, adaptation,
+                                seed=5, seeds=seeds)  # fmt: skip
+    np.testing.assert_array_equal(full.run.positions, never_stopped.run.positions)
 
 
 CORRELATED = """

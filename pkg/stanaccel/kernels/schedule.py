@@ -36,8 +36,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import numpy as np
-from scipy.interpolate import PchipInterpolator
-from scipy.stats import norm
+from scipy.special import ndtri  # the standard normal's quantile, norm.ppf, without scipy.stats
 
 from stanaccel.kernels.ladder import check_betas, subset_betas
 
@@ -88,6 +87,8 @@ def equalised_betas(
     if not 0 < span <= 1:
         raise ValueError(f"span is a share of the barrier in (0, 1], not {span}")
     ascending, barrier = cumulative_barrier(betas, rejection)
+    from scipy.interpolate import PchipInterpolator  # here: its import is a third of a second
+
     beta_of = PchipInterpolator(barrier, ascending)  # monotone: the betas stay ordered
     new = beta_of(np.linspace(barrier[-1], (1 - span) * barrier[-1], n_levels))
     new[0] = 1.0
@@ -140,7 +141,7 @@ def levels_for_trajectories(barrier: float, acceptance: float = TRAJECTORY_ACCEP
     """
     if not np.isfinite(barrier) or barrier <= 0:
         return MIN_LEVELS
-    pairs = np.pi * barrier**2 / (2 * norm.ppf(acceptance / 2) ** 2)
+    pairs = np.pi * barrier**2 / (2 * ndtri(acceptance / 2) ** 2)
     return int(np.clip(np.ceil(pairs) + 1, MIN_LEVELS, MAX_LEVELS))
 
 
@@ -153,7 +154,7 @@ def levels_for_acceptance(levels: int, measured: float, acceptance: float = TRAJ
     their level less than perfectly (on a Stan program it accepted 0.11, not 0.3).
     """
     measured = float(np.clip(measured, 1e-3, 0.999))
-    ratio = (norm.ppf(measured / 2) / norm.ppf(acceptance / 2)) ** 2
+    ratio = (ndtri(measured / 2) / ndtri(acceptance / 2)) ** 2
     return int(np.clip(np.ceil(1 + (levels - 1) * ratio), MIN_LEVELS, MAX_LEVELS))
 
 
@@ -168,7 +169,7 @@ def trajectory_span(
     |Phi^-1(a / 2)| sqrt(2 n / pi): in the square root of the levels.
     """
     measured = float(np.clip(measured, 1e-3, 0.999))
-    share = norm.ppf(acceptance / 2) / norm.ppf(measured / 2) * np.sqrt((most - 1) / (levels - 1))
+    share = ndtri(acceptance / 2) / ndtri(measured / 2) * np.sqrt((most - 1) / (levels - 1))
     return float(min(1.0, share))
 
 

@@ -18,25 +18,32 @@
   executor's workers.
 """
 
-from stanaccel.observations import Observations
-from stanaccel.sampling.config import Approximation, ConfigError, SamplerConfig, keys, make_config
-from stanaccel.sampling.engine import sample
-from stanaccel.sampling.methods import METHODS, MethodSpec
-from stanaccel.sampling.program import ApproximationWarning, ProgramConventionError
-from stanaccel.sampling.result import SampleResult, method_label
+from importlib import import_module
 
-__all__ = [
-    "METHODS",
-    "Approximation",
-    "ApproximationWarning",
-    "ConfigError",
-    "MethodSpec",
-    "Observations",
-    "ProgramConventionError",
-    "SampleResult",
-    "SamplerConfig",
-    "keys",
-    "make_config",
-    "method_label",
-    "sample",
-]
+_EXPORTS = {
+    "METHODS": "stanaccel.sampling.methods",
+    "Approximation": "stanaccel.sampling.config",
+    "ApproximationWarning": "stanaccel.sampling.program",
+    "ConfigError": "stanaccel.sampling.config",
+    "MethodSpec": "stanaccel.sampling.methods",
+    "Observations": "stanaccel.observations",
+    "ProgramConventionError": "stanaccel.sampling.program",
+    "SampleResult": "stanaccel.sampling.result",
+    "SamplerConfig": "stanaccel.sampling.config",
+    "keys": "stanaccel.sampling.config",
+    "make_config": "stanaccel.sampling.config",
+    "method_label": "stanaccel.sampling.result",
+    "sample": "stanaccel.sampling.engine",
+}
+"""Each name this package exports, and the module it comes from: imported on first use, so that the
+command line's ``--help`` and the table of methods do not pay for ArviZ, SciPy and the samplers."""
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str):
+    if name not in _EXPORTS:
+        raise AttributeError(f"module 'stanaccel.sampling' has no attribute {name!r}")
+    value = getattr(import_module(_EXPORTS[name]), name)
+    globals()[name] = value
+    return value

@@ -63,6 +63,11 @@ the others may take at most :data:`PILOT_SHARE` of its projected full run
 pilot stops and no other starts but NUTS's, so that ``auto`` costs at most
 that share more than the method it chooses.
 
+A kernel chosen over NUTS is checked once in its full run: at
+:data:`CHECK_SHARE` of its draws, its ESS per draw so far replaces its
+pilot's, and where another eligible candidate would then be chosen, that one
+runs instead (continuing its own pilot), the abandoned draws charged.
+
 The pilots themselves are not in the score (they are spent whichever method
 is chosen) but are charged to the result ("auto pilots"), less the chosen
 one's draws, which its full run keeps. A pilot whose posterior means differ
@@ -193,6 +198,12 @@ NUTS_MARGIN = 1.5
 """Another candidate is chosen over NUTS only if it projects this many times NUTS's ESS/s: a pilot of
 4 x 100 draws estimates ESS per draw to within about this factor, and NUTS is the robust choice (on
 posteriordb a pCN that projected 1.37x NUTS made half its ESS in full)."""
+
+CHECK_SHARE = 0.25
+"""A kernel chosen over NUTS first runs to this share of its draws (at least twice its pilot's), then its
+ESS per draw so far is checked against its pilot's: chains that stick after the pilot (on posteriordb a
+DC whose pilot showed 0.11 ESS per draw made 0.006 in full) would lose to a candidate not chosen. The
+choice is then made again with the ESS measured, and the new choice continues its own pilot."""
 
 DENSE_MAX_DIM = 200
 """Up to this many parameters NUTS's pilot after a cheap warm-up moves with the dense metric of its
@@ -534,22 +545,16 @@ def _sample_auto(
     else:
         agreeing = f", among pilots agreeing with {reference.method}'s" if reference is not None else ""
         why = f"the highest projected ESS/s with warm-up and set-up charged{agreeing}"
-    best = max(eligible, key=lambda p: p.projected(chain_draws), default=None)
-    nuts = next((p for p in eligible if p.role == "own-warmup"), None)
-    if (
-        best is not None
-        and nuts is not None
-        and best.projected(chain_draws) < NUTS_MARGIN * nuts.projected(chain_draws)
-    ):
-        if best is not nuts:
-            why += f"; NUTS kept, as no other projected {NUTS_MARGIN:g}x its ESS/s (within the pilots' error)"
-        best = nuts
+    best = _choose(eligible, chain_draws)
+    if best is not None and best is not _choose(eligible, chain_draws, margin=1.0):
+        why += f"; NUTS kept, as no other projected {NUTS_MARGIN:g}x its ESS/s (within the pilots' error)"
     pilot_seconds = time.perf_counter() - start
     others = ", ".join(
         f"{p.method} {p.projected(chain_draws):.3g}" for p in pilots if p is not best and p.result is not None
     )
+    nuts_method = next(spec.name for spec in METHODS.values() if spec.auto == "own-warmup")
     if best is None:
-        best_method = next(spec.name for spec in METHODS.values() if spec.auto == "own-warmup")
+        best_method = nuts_method
         line = f"auto: no pilot gave a usable estimate, so {best_method} runs"
     else:
         best_method = best.method
@@ -560,6 +565,21 @@ def _sample_auto(
         say("auto pilot: " + pilot_line(row))
     say(line + f"; {pilot_seconds:.1f} s so far (the shared warm-up, set-ups, pilots) are charged, less the "
         "chosen pilot's draws, which its full run keeps")  # fmt: skip
+    checks = []
+    while (
+        best is not None
+        and best.role != "own-warmup"
+        and (executor is None or isinstance(executor, SerialExecutor))
+    ):
+        check = _check_choice(best, eligible, model, data, adaptation, auto, seed, seeds, say)
+        checks.append(check)
+        if check["held"]:
+            break
+        best = _choose([p for p in eligible if not p.note], chain_draws)
+        best_method = best.method if best is not None else nuts_method
+        line += f"; then {check['note']}"
+        pilot_seconds = time.perf_counter() - start
+    rows = [p.row(chain_draws, best_method) for p in pilots]
     result = _full_run(best, best_method, model, data, adaptation, warm_seconds, pilot_seconds, auto, seed,
                        seeds, progress, say, checkpoint, executor)  # fmt: skip
     resumed = getattr(result.run, "resumed_draws", None)
@@ -577,8 +597,59 @@ def _sample_auto(
         "modes": modes,
         "skipped": skipped,
         "pilots": rows,
+        "checks": checks,
     }
     return result
+
+
+def _choose(eligible: list[Pilot], chain_draws: int, margin: float = NUTS_MARGIN) -> Pilot | None:
+    """The pilot of highest projected ESS/s; NUTS's unless another projects ``margin`` times its ESS/s."""
+    best = max(eligible, key=lambda p: p.projected(chain_draws), default=None)
+    nuts = next((p for p in eligible if p.role == "own-warmup"), None)
+    if best is None or nuts is None:
+        return best
+    return nuts if best.projected(chain_draws) < margin * nuts.projected(chain_draws) else best
+
+
+def _check_choice(best, eligible, model, data, adaptation, auto, seed, seeds, say) -> dict[str, Any]:
+    """Run the chosen kernel to :data:`CHECK_SHARE` of its draws, then check the choice with its ESS so far.
+
+    The draws are the start of its full run (checkpointed, as its pilot's).
+    Where their ESS per draw makes another eligible pilot the choice, the
+    chosen pilot is marked (its note) and its ESS per draw is the one
+    measured; the caller chooses again. Returns what was checked.
+    """
+    chain_draws = auto.chains * auto.draws
+    draws = max(2 * auto.pilot_draws, int(CHECK_SHARE * auto.draws))
+    check = {"method": best.method, "draws": min(draws, auto.draws), "pilot_ess_per_draw": best.ess_per_draw,
+             "ess_per_draw": None, "held": True, "note": ""}  # fmt: skip
+    if draws >= auto.draws:
+        return check
+    start = time.perf_counter()
+    config = _full_config(best, best.method, adaptation, auto)
+    stop = _Stop(Race(chain_draws, float("inf")), draws, auto.chains, best.warmup_seconds, False)
+    result = run_sampler(config, model, data, adaptation, seed=seed, seeds=seeds, charged={}, describe=False,
+                         checkpoint=best.checkpoint, stop=stop)  # fmt: skip
+    measured = _ess_per_draw(_unconstrained(result))
+    check["ess_per_draw"], check["seconds"] = measured, time.perf_counter() - start
+    piloted = best.ess_per_draw
+    best.ess_per_draw = measured
+    again = _choose([p for p in eligible if not p.note], chain_draws)
+    if again is best:
+        best.ess_per_draw = piloted  # the pilot's row keeps its pilot's figures
+        say(f"auto: {best.method} after {draws} draws per chain: ESS/draw {measured:.3g} (its pilot's "
+            f"{piloted:.3g}); the choice holds")  # fmt: skip
+        return check
+    check["held"] = False
+    check["note"] = (
+        f"after {draws} draws per chain {best.method}'s ESS/draw was {measured:.3g}, not its pilot's "
+        f"{piloted:.3g}: projected {best.projected(chain_draws):.3g} ESS/s, below "
+        f"{again.method if again else 'none'}'s {again.projected(chain_draws) if again else float('nan'):.3g}"
+    )
+    best.note = f"checked in its full run: {check['note']}"
+    say(f"auto: {check['note']}; {again.method if again else 'no other'} runs instead (the "
+        f"{check['seconds']:.1f} s spent are charged)")  # fmt: skip
+    return check
 
 
 def _quick_nuts(model, auto: AutoSettings) -> tuple[str, float]:
@@ -913,18 +984,22 @@ def _full_nuts(best, method, model, pilot_seconds, auto, seed, seeds, progress, 
     return result
 
 
+def _full_config(best: Pilot, method: str, adaptation, auto: AutoSettings):
+    """The settings of a chosen kernel's full run: its pilot's, at full length, with the step it tuned."""
+    settings = {**best.settings, "chains": auto.chains, "draws": auto.draws}
+    # The warm-up that ran, so that the settings say it (not the method's default).
+    settings["warmup"] = adaptation.warmup if adaptation.warmup in WARMUPS_TRIED else DEFAULT_NUTS_WARMUP
+    return make_config(method, {**settings, **_tuned_step(METHODS[method], best.result.config)})
+
+
 def _full_run(best, method, model, data, adaptation, warm_seconds, pilot_seconds, auto, seed, seeds, progress,
               say, checkpoint, executor) -> SampleResult:  # fmt: skip
     """The chosen method at full length: a kernel method continues its pilot's chains, with its tuned step."""
     spec = METHODS[method]
-    size = {"chains": auto.chains, "draws": auto.draws}
     if spec.auto == "own-warmup":
         return _full_nuts(best, method, model, pilot_seconds, auto, seed, seeds, progress, say, checkpoint)
-    settings = {**best.settings, **size}
-    # The warm-up that ran, so that the settings say it (not the method's default).
-    settings["warmup"] = adaptation.warmup if adaptation.warmup in WARMUPS_TRIED else DEFAULT_NUTS_WARMUP
     reused = _tuned_step(spec, best.result.config)
-    config = make_config(method, {**settings, **reused})
+    config = _full_config(best, method, adaptation, auto)
     own = best.setup_seconds - best.result.charged_seconds.get("tuning", 0.0)
     local = executor is None or isinstance(executor, SerialExecutor)
     kept = best.result.run.wall_seconds if local else 0.0  # the pilot's draws, in the full run's time
