@@ -367,6 +367,35 @@ class _ListHelpFormatter(_HelpFormatter):
         return "".join(indent + line for line in text.splitlines(keepends=True))
 
 
+class _Parser(argparse.ArgumentParser):
+    """A command's parser whose options and epilog are added on first use (``fill``).
+
+    Building the whole command line then costs nothing for the commands not
+    run: ``sample``'s options list the table of methods, and ``run``'s epilog
+    the workflow actions, whose imports take most of a second each.
+    """
+
+    def __init__(self, *args, fill=None, **kwargs):
+        super().__init__(*args, **kwargs)
+        self._fill = fill
+
+    def filled(self) -> _Parser:
+        """This parser with its options added."""
+        if self._fill is not None:
+            fill, self._fill = self._fill, None
+            fill(self)
+        return self
+
+    def parse_known_args(self, args=None, namespace=None):
+        return super(_Parser, self.filled()).parse_known_args(args, namespace)
+
+    def format_help(self) -> str:
+        return super(_Parser, self.filled()).format_help()
+
+    def format_usage(self) -> str:
+        return super(_Parser, self.filled()).format_usage()
+
+
 def build_parser() -> argparse.ArgumentParser:
     from stanaccel import __version__
 
@@ -381,7 +410,9 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=_HelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"stanaccel {__version__}")
-    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", help="what to do")
+    sub = parser.add_subparsers(
+        dest="command", required=True, metavar="COMMAND", help="what to do", parser_class=_Parser
+    )
 
     nuts = sub.add_parser(
         "nuts",
@@ -418,11 +449,6 @@ def build_parser() -> argparse.ArgumentParser:
     nuts.add_argument("--quiet", "-q", action="store_true", help="no progress bar")
     nuts.set_defaults(func=_nuts)
 
-    from stanaccel.sampling.auto import AUTO
-    from stanaccel.sampling.config import keys, warmup_default_text
-    from stanaccel.sampling.methods import METHODS
-    from stanaccel.sampling.tune import OBJECTIVES
-
     sample = sub.add_parser(
         "sample",
         help="run any stanaccel sampler on a program",
@@ -432,12 +458,73 @@ def build_parser() -> argparse.ArgumentParser:
         "settings used and whether the method is exact) and its metrics (FILE.metrics.json), and print the "
         "ArviZ summary. A setting you give wins over one tuned from the warm-up, which wins over the "
         "default.",
-        epilog="Settings of each method (--set KEY=VALUE; see the README's table):\n"
-        + "\n".join(
-            f"  {m}: {', '.join(k for k in keys(m) if k not in ('chains', 'draws', 'warmup'))}"
-            for m in METHODS
-        ),  # fmt: skip
         formatter_class=_SampleHelpFormatter,
+        fill=_sample_options,
+    )
+    sample.set_defaults(func=_sample)
+
+    run = sub.add_parser(
+        "run",
+        help="run a workflow file",
+        description="Run the steps of a workflow file (TOML) in order; every table and key is checked "
+        "before the first step runs. A step completed earlier in the same output folder with unchanged "
+        "settings, seed and input files is loaded, not rerun (run.json says which). Ctrl-C stops the "
+        "current step, which keeps its partial outputs, and records the stop in run.json.",
+        formatter_class=_ListHelpFormatter,
+        fill=_run_epilog,
+    )
+    run.add_argument("workflow", help="a workflow .toml file")
+    run.add_argument("--output", "-o", help="output folder (default: the file's [workflow] output)")
+    run.add_argument(
+        "--seed",
+        type=_seed(2**63),
+        help="workflow seed, from which each step's derives (default: the file's)",
+    )
+    run.add_argument(
+        "--executor",
+        metavar="SPEC",
+        help=f"where the studies' sampler runs and sample steps' chains go: {EXECUTOR_HELP} "
+        "(default: the file's [workflow] executor, else serial)",
+    )
+    run.add_argument("--quiet", "-q", action="store_true", help="no progress bars")
+    run.add_argument(
+        "--recompute", action="store_true", help="run every step, even those completed earlier unchanged"
+    )
+    run.set_defaults(func=_run)
+
+    report = sub.add_parser(
+        "report",
+        help="write the HTML report of a workflow's outputs",
+        description="Write one self-contained HTML page of a workflow output folder (run.json and one folder "
+        "per step): for each sampler its metrics, ESS per second against Stan NUTS, kernel statistics, the "
+        "ArviZ summary, trace and rank plots, and R-hat and ESS against wall time; each study's tables and "
+        "figures. The page loads nothing from the network.",
+        formatter_class=_HelpFormatter,
+    )
+    report.add_argument("output_dir", metavar="OUTPUT_DIR", help="the output folder of `stanaccel run`")
+    report.add_argument(
+        "--output", "-o", metavar="FILE", help="the HTML file (default: OUTPUT_DIR/report.html)"
+    )
+    report.set_defaults(func=_report)
+
+    comp = sub.add_parser(
+        "compile",
+        help="compile a Stan program (cached)",
+        description="Compile a Stan program, or find it in the cache, and print where it is.",
+        formatter_class=_HelpFormatter,
+    )
+    comp.add_argument("program", help=f"a .stan file or a bundled program ({_bundled_programs()})")
+    comp.set_defaults(func=_compile)
+    return parser
+
+
+def _sample_options(sample: argparse.ArgumentParser) -> None:
+    """``stanaccel sample``'s options and its epilog (the settings of each method in the table)."""
+    from stanaccel.sampling.config import AUTO, OBJECTIVES, keys, warmup_default_text
+    from stanaccel.sampling.methods import METHODS
+
+    sample.epilog = "Settings of each method (--set KEY=VALUE; see the README's table):\n" + "\n".join(
+        f"  {m}: {', '.join(k for k in keys(m) if k not in ('chains', 'draws', 'warmup'))}" for m in METHODS
     )
     sample.add_argument("program", help=f"a .stan file or a bundled program ({_bundled_programs()})")
     sample.add_argument("--data", help="Stan JSON data file")
@@ -491,63 +578,13 @@ def build_parser() -> argparse.ArgumentParser:
                       help="a setting to tune and its range, as TOML: 'n_steps={int=[1, 30]}', "
                       "'step_size={log=[0.01, 0.5]}', 'jump={choices=[1, 2, 4, 8]}'; "
                       "repeat for more (default: the method's own space)")  # fmt: skip
-    sample.set_defaults(func=_sample)
 
+
+def _run_epilog(run: argparse.ArgumentParser) -> None:
+    """``stanaccel run``'s epilog: the actions a step may name."""
     from stanaccel.workflow.actions import actions_help
 
-    run = sub.add_parser(
-        "run",
-        help="run a workflow file",
-        description="Run the steps of a workflow file (TOML) in order; every table and key is checked "
-        "before the first step runs. A step completed earlier in the same output folder with unchanged "
-        "settings, seed and input files is loaded, not rerun (run.json says which). Ctrl-C stops the "
-        "current step, which keeps its partial outputs, and records the stop in run.json.",
-        epilog="The actions a step may name (its action key):\n" + actions_help(),
-        formatter_class=_ListHelpFormatter,
-    )
-    run.add_argument("workflow", help="a workflow .toml file")
-    run.add_argument("--output", "-o", help="output folder (default: the file's [workflow] output)")
-    run.add_argument(
-        "--seed",
-        type=_seed(2**63),
-        help="workflow seed, from which each step's derives (default: the file's)",
-    )
-    run.add_argument(
-        "--executor",
-        metavar="SPEC",
-        help=f"where the studies' sampler runs and sample steps' chains go: {EXECUTOR_HELP} "
-        "(default: the file's [workflow] executor, else serial)",
-    )
-    run.add_argument("--quiet", "-q", action="store_true", help="no progress bars")
-    run.add_argument(
-        "--recompute", action="store_true", help="run every step, even those completed earlier unchanged"
-    )
-    run.set_defaults(func=_run)
-
-    report = sub.add_parser(
-        "report",
-        help="write the HTML report of a workflow's outputs",
-        description="Write one self-contained HTML page of a workflow output folder (run.json and one folder "
-        "per step): for each sampler its metrics, ESS per second against Stan NUTS, kernel statistics, the "
-        "ArviZ summary, trace and rank plots, and R-hat and ESS against wall time; each study's tables and "
-        "figures. The page loads nothing from the network.",
-        formatter_class=_HelpFormatter,
-    )
-    report.add_argument("output_dir", metavar="OUTPUT_DIR", help="the output folder of `stanaccel run`")
-    report.add_argument(
-        "--output", "-o", metavar="FILE", help="the HTML file (default: OUTPUT_DIR/report.html)"
-    )
-    report.set_defaults(func=_report)
-
-    comp = sub.add_parser(
-        "compile",
-        help="compile a Stan program (cached)",
-        description="Compile a Stan program, or find it in the cache, and print where it is.",
-        formatter_class=_HelpFormatter,
-    )
-    comp.add_argument("program", help=f"a .stan file or a bundled program ({_bundled_programs()})")
-    comp.set_defaults(func=_compile)
-    return parser
+    run.epilog = "The actions a step may name (its action key):\n" + actions_help()
 
 
 def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:

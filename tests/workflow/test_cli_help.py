@@ -14,7 +14,7 @@ def test_version(capsys):
     assert capsys.readouterr().out.strip() == f"stanaccel {__version__}"
 
 
-@pytest.mark.parametrize("command", [[], ["nuts"], ["run"], ["compile"]])
+@pytest.mark.parametrize("command", [[], ["nuts"], ["sample"], ["run"], ["compile"]])
 def test_help_is_plain_text_and_describes_every_option(capsys, command):
     with pytest.raises(SystemExit):
         main([*command, "--help"])
@@ -22,7 +22,7 @@ def test_help_is_plain_text_and_describes_every_option(capsys, command):
     assert "``" not in text and ":class:" not in text  # no RST markup
     parser = build_parser()
     if command:
-        parser = parser._subparsers._group_actions[0].choices[command[0]]
+        parser = parser._subparsers._group_actions[0].choices[command[0]].filled()  # its options, added
     undescribed = [a.dest for a in parser._actions if not a.help]
     assert undescribed == []
 

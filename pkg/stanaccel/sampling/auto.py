@@ -94,6 +94,7 @@ from stanaccel.errors import ConfigError
 from stanaccel.executors import SerialExecutor
 from stanaccel.observations import Observations
 from stanaccel.sampling.config import (
+    AUTO,
     DEFAULT_NUTS_WARMUP,
     LARGEST,
     NUTS_WARMUP,
@@ -108,6 +109,7 @@ from stanaccel.sampling.result import SampleResult, method_label
 from stanaccel.sampling.run import SEEDS, run_nuts, run_sampler
 from stanaccel.sampling.warmup import (
     BORROWED,
+    DENSE_MAX_DIM,
     averaged_step,
     cheap_warm_up,
     checkpoint_part,
@@ -117,9 +119,6 @@ from stanaccel.sampling.warmup import (
 from stanaccel.seeds import spawn_seed, spawn_seeds
 from stanaccel.stan.errors import StanError
 from stanaccel.stan.nuts import NutsFit, WarmupState
-
-AUTO = "auto"
-"""The name that asks for the choice (``--method auto``): not a method of the table."""
 
 NUTS_PILOT_STEP = 30
 """Iterations of the NUTS pilot adapting only its step size, from the shared warm-up's metric and starts
@@ -204,11 +203,6 @@ CHECK_SHARE = 0.25
 ESS per draw so far is checked against its pilot's: chains that stick after the pilot (on posteriordb a
 DC whose pilot showed 0.11 ESS per draw made 0.006 in full) would lose to a candidate not chosen. The
 choice is then made again with the ESS measured, and the new choice continues its own pilot."""
-
-DENSE_MAX_DIM = 200
-"""Up to this many parameters NUTS's pilot after a cheap warm-up moves with the dense metric of its
-Gaussian (the Laplace or Pathfinder covariance): correlations cost it no small steps. A dense metric costs
-dim^2 per leapfrog step, which beyond a few hundred parameters outweighs what it saves."""
 
 WARMUPS_TRIED = ("laplace", "pathfinder")
 """The cheap warm-ups tried in turn for the shared warm-up; NUTS's warm-up if both fail their checks."""
@@ -746,11 +740,14 @@ def _candidates(auto: AutoSettings, program, data) -> tuple[list[tuple[MethodSpe
 def _nuts_pilot(spec, model, name, adaptation, warm_seconds, auto, race, seed, seeds, folder, say) -> Pilot:
     """Stan's NUTS from the shared warm-up, its pilot the start of its full run (no second warm-up).
 
-    After NUTS's own warm-up it draws at once with the adapted step sizes and
-    metrics. After a cheap one it first adapts its step size alone, from the
-    cheap warm-up's metric and starts: a probe of :data:`NUTS_PILOT_PROBE`
-    iterations, then :data:`NUTS_PILOT_STEP`, either of which may drop a
-    NUTS that cannot win for their cost; those iterations are its set-up S.
+    After NUTS's own warm-up, or a cheap one that adapted NUTS's step sizes
+    (its metric the fit's covariance, dense up to :data:`DENSE_MAX_DIM`
+    parameters), it draws at once with them, if it is the first pilot. Else
+    (the race has a leader, or no step size was adapted) it first adapts its
+    step size alone, from the cheap warm-up's metric and starts: a probe of
+    :data:`NUTS_PILOT_PROBE` iterations, then :data:`NUTS_PILOT_STEP`, either
+    of which may drop a NUTS that cannot win for their cost; those
+    iterations are its set-up S.
     The draws are checkpointed in chunks of the pilot's length in
     ``folder`` / "nuts", which the full run continues.
     """
@@ -759,17 +756,19 @@ def _nuts_pilot(spec, model, name, adaptation, warm_seconds, auto, race, seed, s
     pilot.warmup_seconds, pilot.setup_seconds = warm_seconds, 0.0
     state = adaptation.warmup_state
     dense = adaptation.dense if adaptation.dense is not None and model.dim <= DENSE_MAX_DIM else None
-    if dense is not None or state is None or not state.has_step_size or len(state.step_size) != auto.chains:
+    adapted = state is not None and state.has_step_size and len(state.step_size) == auto.chains
+    if dense is not None:
+        pilot.label = f"{spec.label} (dense metric)"
+    if race.best or not adapted:
         metric = f"the {adaptation.warmup} fit's dense metric" if dense is not None else "its metric"
         say(f"auto: pilot of {spec.label} from the shared warm-up's starts and {metric}, {auto.chains} "
             f"chains x ({NUTS_PILOT_STEP} step-size iterations + {auto.pilot_draws})")  # fmt: skip
-        pilot.label = f"{spec.label} (dense metric)" if dense is not None else spec.label
         state = _nuts_step(pilot, model, adaptation, auto, race, seed, say, dense)
         if state is None:
             pilot.pilot_seconds = time.perf_counter() - start
             return pilot
     else:
-        say(f"auto: pilot of {spec.label}, {auto.chains} chains x {auto.pilot_draws} draws continuing the "
+        say(f"auto: pilot of {pilot.label}, {auto.chains} chains x {auto.pilot_draws} draws continuing the "
             "shared warm-up (the first draws of its full run)")  # fmt: skip
     pilot.state = replace(state, seconds=warm_seconds + pilot.setup_seconds)
     config = make_config(spec.name, {"chains": auto.chains, "draws": auto.pilot_draws})

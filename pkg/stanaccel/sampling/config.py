@@ -637,6 +637,13 @@ def keys(method: str) -> list[str]:
     return [f.name for f in fields(config_class(method))]
 
 
+AUTO = "auto"
+"""The name that asks ``sample`` to choose the method (``--method auto``, :mod:`stanaccel.sampling.auto`):
+not a method of the table."""
+
+OBJECTIVES = ("ess-per-second", "ess-per-evaluation", "autocorrelation")
+"""What a ``--tune`` trial may maximise (:mod:`stanaccel.sampling.tune`)."""
+
 TABLE: dict[str, Any] = {}
 """The table of methods, name -> :class:`~stanaccel.sampling.methods.MethodSpec`, in its order.
 

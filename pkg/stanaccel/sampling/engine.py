@@ -165,8 +165,6 @@ def sample(
         Ctrl-C during the warm-up (there are no draws to keep yet); during
         sampling the result keeps the draws made so far (``interrupted``).
     """
-    from stanaccel.sampling.tune import checked_space, tune_spec
-
     say = log or (lambda line: None)
     if is_auto(method):
         return _sample_auto(program, data, settings, seed, warmup_from, progress, sources, say, checkpoint,
@@ -176,11 +174,15 @@ def sample(
     if spec.latent:
         require_latent(f"method {method!r}")  # pip install "stanaccel[latent]", before the warm-up
     check_seed(seed, "seed")
-    tune = tune_spec(tune)
-    if tune is not None and spec.stan_nuts:
-        raise ConfigError("Stan's NUTS adapts itself: --tune is for the other methods")
-    if tune is not None:
+    if tune is not None and tune is not False:  # the tuning machinery is imported only where asked for
+        from stanaccel.sampling.tune import checked_space, tune_spec
+
+        tune = tune_spec(tune)
+        if spec.stan_nuts:
+            raise ConfigError("Stan's NUTS adapts itself: --tune is for the other methods")
         checked_space(tune, config, {})  # mistakes found before the warm-up, not after
+    else:
+        tune = None
     if isinstance(executor, str):
         check_reachable(executor)  # a mistake found before the warm-up, not after
     own_warmup = warmup_from is not None or is_target(program)
@@ -272,10 +274,10 @@ def _run_tuned(
     config, model, data, adaptation, seed, seeds, charged, say, progress, checkpoint, executor, tune
 ):
     """``run_sampler``, after tuning the settings by Bayesian optimisation if ``tune`` says so."""
-    from stanaccel.sampling.tune import tune_settings, with_settings
-
     found = trained = None
     if tune is not None:
+        from stanaccel.sampling.tune import tune_settings, with_settings
+
         if method_spec(config.method).latent:  # one autoencoder for every trial and the run
             resolved, _ = config.resolve(adaptation.settings(model.dim))
             trained = train(resolved, adaptation, seeds["autoencoder"], say)

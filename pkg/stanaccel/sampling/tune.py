@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 
 from stanaccel.diagnostics.metrics import worst_bulk_ess
-from stanaccel.sampling.config import ConfigError, SamplerConfig, check_setting, keys
+from stanaccel.sampling.config import OBJECTIVES, ConfigError, SamplerConfig, check_setting, keys
 from stanaccel.sampling.methods import METHODS, method_spec
 from stanaccel.sampling.run import run_sampler
 from stanaccel.stan.errors import StanDataError
@@ -47,8 +47,6 @@ from stanaccel.tuning.bayesopt import Trial, TrialFailed, evaluate
 
 EXTRA_TRIALS = 3
 """Trials of the budget not spent searching: the default twice and the search's best once more."""
-
-OBJECTIVES = ("ess-per-second", "ess-per-evaluation", "autocorrelation")
 
 
 @dataclass(frozen=True)

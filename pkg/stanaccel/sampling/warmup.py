@@ -75,6 +75,12 @@ STEP_ITERATIONS = 100
 """Iterations of Stan's NUTS adapting only the step size, with the cheap warm-up's metric held fixed,
 for a method that moves with an HMC step size (charged as part of the warm-up)."""
 
+DENSE_MAX_DIM = 200
+"""Up to this many parameters a cheap warm-up's metric is its Gaussian's full covariance (Laplace,
+Pathfinder), for every kernel that moves with one (HMC, MALA, MH's proposal, NUTS in ``auto``):
+correlations then cost no small steps. A dense metric costs dim^2 per leapfrog step, which beyond a few
+hundred parameters outweighs what it saves; there the metric is the covariance's diagonal."""
+
 GAUSSIAN_DRAWS = 1000
 """Draws kept from the cheap warm-up's Gaussian (Pathfinder's PSIS draws, Laplace draws)."""
 
@@ -125,7 +131,7 @@ class Adaptation:
     report: dict[str, Any] = field(default_factory=dict)
     """What the warm-up reports: its kind, diagnostics (Pareto k, condition number), a fallback."""
     dense: np.ndarray | None = None
-    """A cheap warm-up's Gaussian's full covariance (Laplace, Pathfinder): a dense metric for NUTS."""
+    """A cheap warm-up's Gaussian's full covariance (Laplace, Pathfinder), whatever the dimension."""
 
     @property
     def covariance(self) -> np.ndarray:
@@ -247,12 +253,14 @@ def cheap_warm_up(
         return None, report
     draws, covariance = fit
     report["used"] = kind
-    inv_metric = np.diag(covariance).copy()
+    dense = np.ndim(covariance) == 2 and model.dim <= DENSE_MAX_DIM
+    inv_metric = np.array(covariance, dtype=float) if dense else np.diag(covariance).copy()
+    report["metric"] = "dense" if dense else "diag"
     starts = _distinct(draws, config.chains, seeds["warmup"])
     step_size = None
     # Without a step (mh, pcn, imh) the metric and starts are still kept: the run's file is a warm-up source.
     state = WarmupState(np.full(config.chains, np.nan), np.repeat(inv_metric[None], config.chains, axis=0),
-                        "diag", starts, warmup=kind)  # fmt: skip
+                        report["metric"], starts, warmup=kind)  # fmt: skip
     spec = method_record(config.method)
     if spec.warmup_adapts_step(config) and "step_size" not in config.user_keys():
         say(f"step size: Stan's NUTS, {STEP_ITERATIONS} iterations adapting only it, the metric fixed")
@@ -297,7 +305,7 @@ def step_size_fit(model, starts, inv_metric, iterations: int, seed: int, progres
 
 def adapt_step(model: StanModel, state: WarmupState, seed: int, progress: bool) -> WarmupState:
     """``state`` with step sizes adapted by Stan's NUTS (:data:`STEP_ITERATIONS` iterations per chain,
-    from its points, its diagonal metric held fixed) and each chain's point after them.
+    from its points, its metric, diagonal or dense, held fixed) and each chain's point after them.
 
     Raises
     ------
@@ -310,7 +318,8 @@ def adapt_step(model: StanModel, state: WarmupState, seed: int, progress: bool) 
         raise KeyboardInterrupt("stopped while Stan's NUTS adapted the step size (the warm-up)")
     steps = np.array([averaged_step(a) for a in fit.warmup_sample_stats["acceptance_rate"]])
     chains = len(steps)
-    return WarmupState(steps, np.repeat(inv_metric[None], chains, axis=0), "diag", fit.last_unconstrained(),
+    metric = "diag" if inv_metric.ndim == 1 else "dense"
+    return WarmupState(steps, np.repeat(inv_metric[None], chains, axis=0), metric, fit.last_unconstrained(),
                        state.seconds, state.warmup)  # fmt: skip
 
 
