@@ -20,6 +20,10 @@
 
 from importlib import import_module
 
+# The table of methods, which every module here reads, is filled first (in a process worker too); the
+# rest is imported on first use, so that the command line's help does not pay for ArviZ and SciPy.
+from stanaccel.sampling import methods as _methods  # noqa: F401
+
 _EXPORTS = {
     "METHODS": "stanaccel.sampling.methods",
     "Approximation": "stanaccel.sampling.config",

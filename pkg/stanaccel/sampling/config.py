@@ -648,26 +648,17 @@ TABLE: dict[str, Any] = {}
 """The table of methods, name -> :class:`~stanaccel.sampling.methods.MethodSpec`, in its order.
 
 :mod:`stanaccel.sampling.methods` defines it on this module's classes and fills it here when it is
-imported (this module cannot import it at the top: that would be a circle); read it through
-:func:`_table`, which imports that module first where no one has."""
-
-
-def _table() -> dict[str, Any]:
-    """:data:`TABLE`, filled on first use where :mod:`stanaccel.sampling.methods` was not imported yet (a
-    process worker that unpickled a kernel factory, a command line that read only the settings)."""
-    if not TABLE:
-        import stanaccel.sampling.methods  # noqa: F401  (it fills TABLE; it imports this module)
-    return TABLE
+imported, which importing ``stanaccel.sampling`` does first (this module cannot import it: that would be
+a circle)."""
 
 
 def method_record(method: str, where: str = "method"):
     """The record of ``method`` in the table of methods, or a :class:`ConfigError` naming the methods."""
-    table = _table()
-    if method not in table:
+    if method not in TABLE:
         raise ConfigError(
-            f"{where} = {method!r}: unknown method; expected one of {', '.join(table)}" + _hint(method, table)
+            f"{where} = {method!r}: unknown method; expected one of {', '.join(TABLE)}" + _hint(method, TABLE)
         )
-    return table[method]
+    return TABLE[method]
 
 
 def config_class(method: str, where: str = "method") -> type[SamplerConfig]:
@@ -748,7 +739,7 @@ def default_warmup(method: str) -> int | str:
     number of NUTS warm-up iterations it means (:data:`DEFAULT_NUTS_WARMUP`),
     so that a method's ``warmup`` is always what runs.
     """
-    spec = _table().get(method)
+    spec = TABLE.get(method)
     kind = spec.default_warmup if spec is not None else NUTS_WARMUP
     return DEFAULT_NUTS_WARMUP if kind == NUTS_WARMUP else kind
 
@@ -756,7 +747,7 @@ def default_warmup(method: str) -> int | str:
 def warmup_defaults() -> dict[str, list[str]]:
     """The methods by their default warm-up ("nuts", "laplace", ...), in the table's order."""
     out: dict[str, list[str]] = {}
-    for name, spec in _table().items():
+    for name, spec in TABLE.items():
         out.setdefault(spec.default_warmup, []).append(name)
     return out
 
@@ -775,14 +766,14 @@ def _check_warmup_kind(method: str, warmup: int | str, prefix: str) -> None:
         raise ConfigError(
             f"{prefix}warmup = {warmup!r} runs Stan's NUTS warm-up on the method's cheapest approximation; "
             f"method {method!r} has none: use it with "
-            + ", ".join(name for name, spec in _table().items() if spec.approximations and spec.cheap_warmup)
+            + ", ".join(name for name, spec in TABLE.items() if spec.approximations and spec.cheap_warmup)
             + ", or give another warm-up"
         )
     if isinstance(warmup, str) and not method_record(method).cheap_warmup:
         raise ConfigError(
             f"{prefix}warmup = {warmup!r}: method {method!r} runs Stan's NUTS, which needs NUTS's own "
             "warm-up; give a number of warm-up iterations (or 'nuts'), or use a method that takes a "
-            "cheap warm-up (" + ", ".join(name for name, spec in _table().items() if spec.cheap_warmup) + ")"
+            "cheap warm-up (" + ", ".join(name for name, spec in TABLE.items() if spec.cheap_warmup) + ")"
         )
 
 
@@ -912,7 +903,7 @@ def parse_assignment(text: str) -> tuple[str, Any]:
 def table_rows() -> list[dict[str, str]]:
     """Every setting of every method: for the README's table and ``stanaccel sample --help``."""
     rows: dict[str, dict[str, Any]] = {}
-    for method, spec in _table().items():
+    for method, spec in TABLE.items():
         for f in fields(spec.config):
             meta = f.metadata
             default = meta.get("fallback") if f.default is None else f.default
