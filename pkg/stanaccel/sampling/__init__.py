@@ -51,3 +51,8 @@ def __getattr__(name: str):
     value = getattr(import_module(_EXPORTS[name]), name)
     globals()[name] = value
     return value
+
+
+def __dir__() -> list[str]:
+    """The package's names with the exports not imported yet (``dir``, Sphinx's autodoc, completion)."""
+    return sorted(set(globals()) | set(_EXPORTS))
