@@ -303,7 +303,7 @@ def test_a_pilot_is_the_start_of_its_full_run_and_one_that_cannot_win_is_dropped
 
 
 def test_a_kernel_chosen_over_nuts_is_checked_in_its_full_run_and_replaced_where_its_pilot_flattered_it(
-    files, tmp_path
+    files, tmp_path, monkeypatch
 ):
     """A chosen kernel's first quarter of draws re-scores it; the choice holds, or goes to the next best."""
     data = {**regression_data(), "beta": 1.0}
@@ -330,6 +330,11 @@ def test_a_kernel_chosen_over_nuts_is_checked_in_its_full_run_and_replaced_where
     never_stopped = run_sampler(make_config("pcn", {"chains": 2, "draws": 400}), model, data, adaptation,
                                 seed=5, seeds=seeds)  # fmt: skip
     np.testing.assert_array_equal(full.run.positions, never_stopped.run.positions)
+    # Chains that disagree (R-hat above the limit: here any, the limit set to 0.5) lose the choice whatever
+    # their ESS, to the best of the others.
+    monkeypatch.setattr(auto_module, "CHECK_RHAT", 0.5)
+    check = _check_choice(pilot, [pilot, nuts], model, data, adaptation, auto, 5, seeds, say)
+    assert not check["held"] and check["rhat"] > 0.5 and "pcn's chains disagree (R-hat " in pilot.note
 
 
 CORRELATED = """

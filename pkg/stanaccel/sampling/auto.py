@@ -65,8 +65,9 @@ that share more than the method it chooses.
 
 A kernel chosen over NUTS is checked once in its full run: at
 :data:`CHECK_SHARE` of its draws, its ESS per draw so far replaces its
-pilot's, and where another eligible candidate would then be chosen, that one
-runs instead (continuing its own pilot), the abandoned draws charged.
+pilot's, and where another eligible candidate would then be chosen, or its
+chains disagree (R-hat above :data:`CHECK_RHAT`), that one (the best of the
+others) runs instead, continuing its own pilot, the abandoned draws charged.
 
 The pilots themselves are not in the score (they are spent whichever method
 is chosen) but are charged to the result ("auto pilots"), less the chosen
@@ -203,6 +204,11 @@ CHECK_SHARE = 0.25
 ESS per draw so far is checked against its pilot's: chains that stick after the pilot (on posteriordb a
 DC whose pilot showed 0.11 ESS per draw made 0.006 in full) would lose to a candidate not chosen. The
 choice is then made again with the ESS measured, and the new choice continues its own pilot."""
+
+CHECK_RHAT = 1.05
+"""... and where the worst R-hat of those draws is above this, its chains disagree (they have not mixed,
+or drift: on posteriordb's one_comp_mm_elim_abs a DC of R-hat 1.08 at the check made an ESS of 8 in
+full), so the choice is made again without it."""
 
 WARMUPS_TRIED = ("laplace", "pathfinder")
 """The cheap warm-ups tried in turn for the shared warm-up; NUTS's warm-up if both fail their checks."""
@@ -616,7 +622,7 @@ def _check_choice(best, eligible, model, data, adaptation, auto, seed, seeds, sa
     chain_draws = auto.chains * auto.draws
     draws = max(2 * auto.pilot_draws, int(CHECK_SHARE * auto.draws))
     check = {"method": best.method, "draws": min(draws, auto.draws), "pilot_ess_per_draw": best.ess_per_draw,
-             "ess_per_draw": None, "held": True, "note": ""}  # fmt: skip
+             "ess_per_draw": None, "rhat": None, "held": True, "note": ""}  # fmt: skip
     if draws >= auto.draws:
         return check
     start = time.perf_counter()
@@ -624,25 +630,34 @@ def _check_choice(best, eligible, model, data, adaptation, auto, seed, seeds, sa
     stop = _Stop(Race(chain_draws, float("inf")), draws, auto.chains, best.warmup_seconds, False)
     result = run_sampler(config, model, data, adaptation, seed=seed, seeds=seeds, charged={}, describe=False,
                          checkpoint=best.checkpoint, stop=stop)  # fmt: skip
-    measured = _ess_per_draw(_unconstrained(result))
-    check["ess_per_draw"], check["seconds"] = measured, time.perf_counter() - start
+    draws_so_far = _unconstrained(result)
+    measured, rhat = _ess_per_draw(draws_so_far), worst_rhat(draws_so_far)
+    check.update(ess_per_draw=measured, rhat=rhat, seconds=time.perf_counter() - start)
     piloted = best.ess_per_draw
     best.ess_per_draw = measured
-    again = _choose([p for p in eligible if not p.note], chain_draws)
+    others = [p for p in eligible if not p.note and p is not best]
+    unmixed = rhat > CHECK_RHAT and bool(others)
+    again = _choose(others, chain_draws) if unmixed else _choose([best, *others], chain_draws)
     if again is best:
         best.ess_per_draw = piloted  # the pilot's row keeps its pilot's figures
         say(f"auto: {best.method} after {draws} draws per chain: ESS/draw {measured:.3g} (its pilot's "
-            f"{piloted:.3g}); the choice holds")  # fmt: skip
+            f"{piloted:.3g}), R-hat {rhat:.3g}; the choice holds")  # fmt: skip
         return check
     check["held"] = False
-    check["note"] = (
-        f"after {draws} draws per chain {best.method}'s ESS/draw was {measured:.3g}, not its pilot's "
-        f"{piloted:.3g}: projected {best.projected(chain_draws):.3g} ESS/s, below "
-        f"{again.method if again else 'none'}'s {again.projected(chain_draws) if again else float('nan'):.3g}"
-    )
+    if unmixed:
+        check["note"] = (
+            f"after {draws} draws per chain {best.method}'s chains disagree (R-hat {rhat:.3g}, above "
+            f"{CHECK_RHAT:g}; ESS/draw {measured:.3g}, its pilot's {piloted:.3g})"
+        )
+    else:
+        check["note"] = (
+            f"after {draws} draws per chain {best.method}'s ESS/draw was {measured:.3g}, not its pilot's "
+            f"{piloted:.3g}: projected {best.projected(chain_draws):.3g} ESS/s, below {again.method}'s "
+            f"{again.projected(chain_draws):.3g}"
+        )
     best.note = f"checked in its full run: {check['note']}"
-    say(f"auto: {check['note']}; {again.method if again else 'no other'} runs instead (the "
-        f"{check['seconds']:.1f} s spent are charged)")  # fmt: skip
+    say(f"auto: {check['note']}; {again.method} runs instead (the {check['seconds']:.1f} s spent are "
+        "charged)")  # fmt: skip
     return check
 
 
