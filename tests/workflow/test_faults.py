@@ -420,9 +420,7 @@ def test_a_sample_file_of_a_laplace_warmup_is_a_warmup_source(tmp_path, mvn_prog
     assert state.warmup == "laplace" and not state.has_step_size and state.seconds > 0
     last = az.from_netcdf(str(out)).unconstrained_posterior["theta_unc"].values[:, -1, :]
     np.testing.assert_array_equal(state.positions, last)
-    # The Laplace fit's covariance, dense (a small posterior): positive definite for each chain.
-    assert state.metric == "dense" and state.inv_metric.shape == (2, 2, 2)
-    assert np.all(np.linalg.eigvalsh(state.inv_metric) > 0)
+    assert state.inv_metric.shape == (2, 2) and np.all(state.inv_metric > 0)
     for method in ("mh", "hmc", "nuts"):
         code = main(
             ["sample", *args, "--method", method, "--warmup-from", str(out), "-o", str(tmp_path / "a.nc")]

@@ -755,14 +755,13 @@ def _candidates(auto: AutoSettings, program, data) -> tuple[list[tuple[MethodSpe
 def _nuts_pilot(spec, model, name, adaptation, warm_seconds, auto, race, seed, seeds, folder, say) -> Pilot:
     """Stan's NUTS from the shared warm-up, its pilot the start of its full run (no second warm-up).
 
-    After NUTS's own warm-up, or a cheap one that adapted NUTS's step sizes
-    (its metric the fit's covariance, dense up to :data:`DENSE_MAX_DIM`
-    parameters), it draws at once with them, if it is the first pilot. Else
-    (the race has a leader, or no step size was adapted) it first adapts its
-    step size alone, from the cheap warm-up's metric and starts: a probe of
-    :data:`NUTS_PILOT_PROBE` iterations, then :data:`NUTS_PILOT_STEP`, either
-    of which may drop a NUTS that cannot win for their cost; those
-    iterations are its set-up S.
+    After NUTS's own warm-up it draws at once with the adapted step sizes and
+    metrics. After a cheap one it moves with the fit's covariance as a dense
+    metric (up to :data:`~stanaccel.sampling.warmup.DENSE_MAX_DIM`
+    parameters), first adapting its step size alone from the warm-up's
+    starts: a probe of :data:`NUTS_PILOT_PROBE` iterations, then
+    :data:`NUTS_PILOT_STEP`, either of which may drop a NUTS that cannot win
+    for their cost; those iterations are its set-up S.
     The draws are checkpointed in chunks of the pilot's length in
     ``folder`` / "nuts", which the full run continues.
     """
@@ -771,19 +770,17 @@ def _nuts_pilot(spec, model, name, adaptation, warm_seconds, auto, race, seed, s
     pilot.warmup_seconds, pilot.setup_seconds = warm_seconds, 0.0
     state = adaptation.warmup_state
     dense = adaptation.dense if adaptation.dense is not None and model.dim <= DENSE_MAX_DIM else None
-    adapted = state is not None and state.has_step_size and len(state.step_size) == auto.chains
-    if dense is not None:
-        pilot.label = f"{spec.label} (dense metric)"
-    if race.best or not adapted:
+    if dense is not None or state is None or not state.has_step_size or len(state.step_size) != auto.chains:
         metric = f"the {adaptation.warmup} fit's dense metric" if dense is not None else "its metric"
         say(f"auto: pilot of {spec.label} from the shared warm-up's starts and {metric}, {auto.chains} "
             f"chains x ({NUTS_PILOT_STEP} step-size iterations + {auto.pilot_draws})")  # fmt: skip
+        pilot.label = f"{spec.label} (dense metric)" if dense is not None else spec.label
         state = _nuts_step(pilot, model, adaptation, auto, race, seed, say, dense)
         if state is None:
             pilot.pilot_seconds = time.perf_counter() - start
             return pilot
     else:
-        say(f"auto: pilot of {pilot.label}, {auto.chains} chains x {auto.pilot_draws} draws continuing the "
+        say(f"auto: pilot of {spec.label}, {auto.chains} chains x {auto.pilot_draws} draws continuing the "
             "shared warm-up (the first draws of its full run)")  # fmt: skip
     pilot.state = replace(state, seconds=warm_seconds + pilot.setup_seconds)
     config = make_config(spec.name, {"chains": auto.chains, "draws": auto.pilot_draws})
