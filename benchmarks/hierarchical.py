@@ -4,7 +4,12 @@ A robust regression with group effects, written as a Stan user writes it
 (no ``beta``, no ``observations``): y_i ~ student_t(nu, alpha + x_i b +
 u[g_i], sigma), K = 5 predictors, J = 12 groups with non-centred effects
 u = tau * z, 21 parameters. The data are drawn here (NumPy, ``--seed``),
-N = 10^4 by default.
+N = 10^4 by default: about 830 observations a group, which pin each u
+down, so the non-centred form is an inverted funnel (z = u / tau falls as
+1 / tau), and ``auto`` says so and advises the centred form. The same
+model written centred (``u ~ normal(0, tau)``) runs too (``--forms``), so
+that the advice is measured: every ratio is to NUTS on the first form, the
+program as the user wrote it.
 
 Each method runs as its own ``stanaccel sample`` process (4 chains x 1000
 draws, the same seed), after one ``stanaccel compile`` charged to neither.
@@ -12,11 +17,12 @@ Per run: what auto chose, ESS = the worst over the parameters of min(bulk,
 tail) (the run's metrics' ``ess_min``), seconds charged (its metrics'
 ``wall_seconds``: warm-up, pilots, sampling), the process's wall clock, ESS
 per second both ways and its ratio to NUTS's, and the worst |z| of a
-parameter's mean against NUTS's, z = (mean - mean_nuts) / sqrt(mcse^2 +
-mcse_nuts^2), with the Bonferroni limit (family-wise 1%).
+parameter's mean (alpha, b, sigma, nu, tau and u, which both forms have)
+against NUTS's, z = (mean - mean_nuts) / sqrt(mcse^2 + mcse_nuts^2), with
+the Bonferroni limit (family-wise 1%).
 
-Run: .venv/bin/python benchmarks/hierarchical.py [FOLDER] [--n 10000] [--methods nuts,auto] [--seed 1]
-     [--data-seed 5] [--chains 4] [--draws 1000]
+Run: .venv/bin/python benchmarks/hierarchical.py [FOLDER] [--n 10000] [--methods nuts,auto]
+     [--forms non-centred,centred] [--seed 1] [--data-seed 5] [--chains 4] [--draws 1000]
 """
 
 from __future__ import annotations
@@ -66,7 +72,13 @@ model {
   y ~ student_t(nu, alpha + X * b + u[g], sigma);
 }
 """
-PARAMETERS = ["alpha", "b", "sigma", "nu", "tau", "z"]
+CENTRED = PROGRAM.replace(
+    "  vector[J] z;\n}\ntransformed parameters {\n  vector[J] u = tau * z;\n}", "  vector[J] u;\n}"
+)
+CENTRED = CENTRED.replace("  z ~ std_normal();", "  u ~ normal(0, tau);")
+FORMS = {"non-centred": PROGRAM, "centred": CENTRED}
+PARAMETERS = ["alpha", "b", "sigma", "nu", "tau", "u"]
+"""The quantities both forms have, compared against NUTS on the first form."""
 
 
 def robust_data(n: int, seed: int, k: int = 5, groups: int = 12) -> dict:
@@ -80,23 +92,23 @@ def robust_data(n: int, seed: int, k: int = 5, groups: int = 12) -> dict:
     return {"N": n, "K": k, "J": groups, "X": x, "g": g, "y": y}
 
 
-def run(method: str, folder: Path, args) -> dict:
+def run(method: str, form: str, folder: Path, args) -> dict:
     """One ``stanaccel sample`` process: its metrics, draws, and wall clock."""
-    output = folder / f"{method}.nc"
-    command = [sys.executable, "-m", "stanaccel.cli", "sample", str(folder / "robust.stan"), "--data",
+    output = folder / f"{form}-{method}.nc"
+    command = [sys.executable, "-m", "stanaccel.cli", "sample", str(folder / f"robust-{form}.stan"), "--data",
                str(folder / "robust.json"), "--method", method, "--chains", str(args.chains), "--draws",
                str(args.draws), "--seed", str(args.seed), "-q", "-o", str(output)]  # fmt: skip
     start = time.perf_counter()
     done = subprocess.run(command, capture_output=True, text=True)
     wall = time.perf_counter() - start
-    (folder / f"{method}.log").write_text(done.stdout + done.stderr)
+    (folder / f"{form}-{method}.log").write_text(done.stdout + done.stderr)
     if done.returncode != 0:
         raise SystemExit(f"{method} failed ({shlex.join(command)}):\n{done.stderr[-2000:]}")
-    metrics = json.loads((folder / f"{method}.metrics.json").read_text())
+    metrics = json.loads((folder / f"{form}-{method}.metrics.json").read_text())
     # an older stanaccel has no ess_min
     metrics.setdefault("ess_min", min(metrics["ess_bulk_min"], metrics["ess_tail_min"]))
     metrics["ess_per_second"] = metrics["ess_min"] / metrics["wall_seconds"]
-    return {"method": method, "metrics": metrics, "wall": wall, "idata": az.from_netcdf(output)}
+    return {"method": method, "form": form, "metrics": metrics, "wall": wall, "idata": az.from_netcdf(output)}
 
 
 @numpy_path()
@@ -113,6 +125,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("folder", nargs="?", help="work folder (default: a temporary one)")
     parser.add_argument("--n", type=int, default=10_000)
     parser.add_argument("--methods", default="nuts,auto")
+    parser.add_argument(
+        "--forms", default="non-centred,centred", help=f"of {', '.join(FORMS)}; the first is the baseline"
+    )
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--data-seed", type=int, default=5)
     parser.add_argument("--chains", type=int, default=4)
@@ -120,31 +135,43 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     folder = Path(args.folder or tempfile.mkdtemp(prefix="stanaccel-hierarchical-"))
     folder.mkdir(parents=True, exist_ok=True)
-    (folder / "robust.stan").write_text(PROGRAM)
     write_data(folder / "robust.json", robust_data(args.n, args.data_seed))
-    start = time.perf_counter()
-    compile_command = [sys.executable, "-m", "stanaccel.cli", "compile", str(folder / "robust.stan")]
-    subprocess.run(compile_command, check=True, capture_output=True)
-    print(f"robust regression, N = {args.n}, 21 parameters; compiled in {time.perf_counter() - start:.0f} s "
-          f"(charged to neither); work folder {folder}")  # fmt: skip
-    runs = [run(method, folder, args) for method in args.methods.split(",")]
+    runs = []
+    for form in args.forms.split(","):
+        (folder / f"robust-{form}.stan").write_text(FORMS[form])
+        start = time.perf_counter()
+        compile_command = [
+            sys.executable,
+            "-m",
+            "stanaccel.cli",
+            "compile",
+            str(folder / f"robust-{form}.stan"),
+        ]
+        subprocess.run(compile_command, check=True, capture_output=True)
+        print(f"robust regression ({form}), N = {args.n}; compiled in {time.perf_counter() - start:.0f} s "
+              f"(charged to neither); work folder {folder}", flush=True)  # fmt: skip
+        runs += [run(method, form, folder, args) for method in args.methods.split(",")]
     nuts = runs[0]
-    print("\n| run | chose | ESS bulk / tail | ESS (min) | s charged | process s | ESS/s charged | x NUTS "
-          "charged | x NUTS process | worst z vs NUTS |")  # fmt: skip
-    print("| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |")
+    print("\n| form | run | chose | ESS bulk / tail | ESS (min) | s charged | process s | ESS/s charged "
+          "| x NUTS charged | x NUTS process | worst z vs NUTS |")  # fmt: skip
+    print("| --- | --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |")
     for r in runs:
         m, base = r["metrics"], nuts["metrics"]
         charged = m["ess_per_second"] / base["ess_per_second"]
         process = (m["ess_min"] / r["wall"]) / (base["ess_min"] / nuts["wall"])
         z, limit = worst_z(r["idata"], nuts["idata"]) if r is not nuts else (0.0, 0.0)
         chose = m.get("auto", {}).get("chosen", "")
-        print(f"| {r['method']} | {chose} | {m['ess_bulk_min']:.0f} / {m['ess_tail_min']:.0f} | "
+        print(f"| {r['form']} | {r['method']} | {chose} | "
+              f"{m['ess_bulk_min']:.0f} / {m['ess_tail_min']:.0f} | "
               f"{m['ess_min']:.0f} | {m['wall_seconds']:.1f} | {r['wall']:.1f} | {m['ess_per_second']:.3g} | "
               f"{charged:.2f} | "
               f"{process:.2f} | {'-' if r is nuts else f'{z:.2f} (limit {limit:.2f})'} |")  # fmt: skip
     for r in runs:
         if "auto" in r["metrics"]:
-            print(f"\nauto: {r['metrics']['auto']['reason']}\ncharged: {r['metrics']['charged_seconds']}")
+            auto = r["metrics"]["auto"]
+            funnel = (auto.get("funnel") or {}).get("message", "none")
+            print(f"\n{r['form']}: {auto['reason']}\nfunnel: {funnel}")
+            print(f"charged: {r['metrics']['charged_seconds']}")
 
 
 if __name__ == "__main__":

@@ -140,3 +140,28 @@ def test_reasons_in_a_line():
     )
     assert pdb.short_reason(reason) == "proj. 929 vs dc 346, nuts 591"
     assert pdb.short_reason("auto: no pilot gave a usable estimate, so nuts runs") == "no usable pilot"
+
+
+def _run(charged: float, process: float, ess: float = 100.0, status: str = "ok") -> dict:
+    score = {"ess": ess, "ess_per_charged_second": ess / charged, "ess_per_process_second": ess / process}
+    return {"status": status, "charged_seconds": charged, "process_seconds": process, "score": score}
+
+
+def test_short_runs_are_repeated_and_scored_by_their_medians():
+    args = pdb.argparse.Namespace(repeats=3, repeat_under=10.0)
+    runs = {"nuts": [_run(0.1, 2.0)], "auto": [_run(7.0, 9.0)]}
+    assert pdb.short(runs, args)  # both under 10 s charged
+    runs = {"nuts": [_run(0.1, 2.0)], "auto": [_run(20.0, 25.0)]}
+    assert not pdb.short(runs, args)
+    runs = {"nuts": [_run(0.1, 2.0)] * 3, "auto": [_run(0.1, 2.0)] * 3}
+    assert not pdb.short(runs, args)  # three each already
+    runs = {"nuts": [_run(0.1, 2.0)], "auto": [_run(0.1, 2.0, status="failed")]}
+    assert not pdb.short(runs, args)
+
+    median = pdb.median_run([_run(0.10, 2.0), _run(0.05, 1.0), _run(0.20, 4.0)])
+    assert median["score"]["ess_per_charged_second"] == pytest.approx(1000.0)  # 100 / 0.1, the middle one
+    assert median["score"]["ess_per_process_second"] == pytest.approx(50.0)
+    assert median["charged_seconds"] == 0.10  # the first run's record, the repeats beside it
+    assert [r["charged_seconds"] for r in median["repeats"]] == [0.10, 0.05, 0.20]
+    single = _run(3.0, 4.0)
+    assert pdb.median_run([single]) is single

@@ -157,6 +157,10 @@ def test_auto_on_a_funnel_warms_up_once_and_does_not_take_it_for_two_modes(tmp_p
     assert not auto["modes"]["disagree"], auto["modes"]  # slow kernels in one mode are not two modes
     assert auto["warmup"]["used"] == "nuts" and auto["pilots"][0]["method"] == "nuts"  # NUTS first
     assert sum("NUTS warm-up" in line for line in lines) == 1, lines
+    funnel = auto["funnel"]  # the spread of x grows with y, and the pilot table says what it holds back
+    assert funnel["scale"] == "y" and funnel["centred"] and len(funnel["coupled"]) >= 2, funnel
+    assert any("the pilots' draws show a funnel: the spread of x[" in line for line in lines), lines
+    assert all(row["slowest"] for row in auto["pilots"] if np.isfinite(row["pilot_ess_per_draw"]))
     assert result.method == "nuts" and result.run.warmup_unconstrained.shape[1] == 0
     assert set(result.charged_seconds) == {"warmup", "auto pilots"}
     assert result.num_draws == 300 and result.metrics()["ess_min"] > 30

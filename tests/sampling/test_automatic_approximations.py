@@ -4,19 +4,25 @@ Mistakes are refused before the warm-up; the set-up (mode, Hessian, Taylor
 coefficients) is charged; dc over control variates agrees with Stan's NUTS.
 """
 
+import json
 import warnings
 
 import numpy as np
 import pytest
 from scipy.stats import norm
 
+from stanaccel.approx import KeepConstants, ScaledSubset
 from stanaccel.diagnostics import reference_z_scores
+from stanaccel.observations import Observations
 from stanaccel.sampling import ApproximationWarning, ConfigError, ProgramConventionError, make_config, sample
 from stanaccel.sampling.config import Approximation
-from stanaccel.stan import write_data
+from stanaccel.sampling.program import scaled_subset
+from stanaccel.stan import StanModel, write_data
 from tests.sampling.programs import LOGISTIC, NO_BETA, REGRESSION, logistic_data, regression_data
+from tests.sampling.test_sample import check_exact
 
 OBSERVATIONS = {"count": "N", "fields": ["X", "y"]}
+XY = {"count": "N", "fields": ["x", "y"]}
 
 
 @pytest.fixture(scope="module")
@@ -55,16 +61,43 @@ def test_control_variates_without_observations_are_refused_before_compiling(file
                {"approx": {"kind": "control-variate", "m": 10}})  # fmt: skip
 
 
-def test_control_variates_without_beta_are_refused_with_the_change_to_make(files):
-    settings = {
-        "approx": {"kind": "control-variate", "m": 10},
-        "observations": {"count": "N", "fields": ["x", "y"]},
-    }
-    with pytest.raises(
-        ProgramConventionError, match="control-variate m=10 scales a subset's likelihood"
-    ) as error:
-        sample(files / "no_beta.stan", files / "regression.json", "dc", settings)
-    assert "real<lower=0> beta;" in str(error.value)
+def test_control_variates_without_beta_scale_the_difference_of_two_subsets(files):
+    # no_beta declares int<lower=2> N, so the base is the first 2 of the 10 observations drawn, and the
+    # other 8 are scaled to the 28 left: log prior + l_S0 + (28/8) l_{S - S0}, which regression.stan
+    # (the same model with beta) gives as log p(S0, beta=1) + log p(S - S0, beta=28/8) - log prior.
+    data = regression_data(n=30, seed=7)
+    config = make_config("dc", {"approx": {"kind": "control-variate", "m": 10}, "observations": XY})
+    model = StanModel(files / "no_beta.stan", data)
+    scaled = scaled_subset(config.approx, model, data, config, seed=3)
+    assert isinstance(scaled, ScaledSubset) and scaled.weight == pytest.approx(28 / 8)
+
+    def indices(instance):
+        return {int(i) for i in np.flatnonzero(np.isin(data["x"], json.loads(instance.model.data_json)["x"]))}
+
+    drawn, first = indices(scaled.subset), indices(scaled.base)
+    assert len(drawn) == 10 and len(first) == 2 and first < drawn
+    observations = Observations("N", ("x", "y"))
+    beta = StanModel(files / "regression.stan", {**data, "beta": 1.0})
+
+    def with_beta(indices, b):
+        return KeepConstants(beta.with_data({**observations.take(data, sorted(indices)), "beta": b}))
+
+    parts = [with_beta(first, 1.0), with_beta(drawn - first, 28 / 8), with_beta(drawn, 0.0)]
+    for x in np.random.default_rng(1).normal(size=(5, 2)):
+        value, gradient = scaled.log_density_gradient(x)
+        pieces = [part.log_density_gradient(x) for part in parts]
+        assert value == pytest.approx(pieces[0][0] + pieces[1][0] - pieces[2][0], rel=1e-12)
+        assert gradient == pytest.approx(pieces[0][1] + pieces[1][1] - pieces[2][1], rel=1e-10)
+        assert scaled.log_density(x) == pytest.approx(value, rel=1e-12)
+
+
+def test_dc_over_control_variates_without_beta_samples_the_known_posterior(files):
+    # A Gaussian posterior: the control variates make pi* = pi, so every mark move is accepted.
+    data = regression_data()
+    settings = {"approx": {"kind": "control-variate", "m": 10}, "observations": XY, "warmup": 200}
+    result = sample(files / "no_beta.stan", data, "dc", settings, seed=4, progress=False)
+    assert result.reports["approximations"][0]["log_ratio_sd"] < 1e-4
+    check_exact(result, data)
 
 
 def test_control_variates_on_as_many_observations_as_the_data_are_refused(files):

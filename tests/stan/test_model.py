@@ -85,6 +85,11 @@ def test_constrain_unconstrain_round_trip(gp_model):
     np.testing.assert_allclose(gp_model.param_constrain(unc), theta, rtol=1e-12)
 
 
+def test_log_scale_coordinates_are_the_bounded_scales(gp_model, mvn_model):
+    assert gp_model.log_scale_coordinates().tolist() == [True] * 4  # ell (2), sigma_f, sigma_n
+    assert not mvn_model.log_scale_coordinates().any()  # theta: unbounded
+
+
 def test_names_sizes_and_shapes(gp_model, mvn_model):
     assert gp_model.dim == gp_model.param_unc_num() == 4
     assert gp_model.param_num() == 4

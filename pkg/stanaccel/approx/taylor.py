@@ -30,6 +30,14 @@ the samplers move on), with the Hessian there: a
   N^(-1/2) (Bardenet, Doucet and Holmes 2017, section 7), where a scaled
   subset's grows like N / sqrt(m).
 
+  A program without ``beta`` scales its subset as :class:`ScaledSubset`:
+  the same program on S and on S0, the first m0 of S (none where the
+  program takes none), log subset = log p_S0 + a (log p_S - log p_S0) with
+  a = (N - m0) / (m - m0). Prior and Jacobian cancel in the difference,
+  which is the likelihood of the m - m0 others, so log subset is again
+  log prior + Jacobian + an unbiased estimate of the log likelihood (S0's
+  own, and the others' scaled to the N - m0 left).
+
   The quadratic Q can make pi* improper far in the tails (where the
   subset's curvature exceeds the data's); the exact samplers that use pi*
   stay exact, since they accept on pi.
@@ -145,7 +153,8 @@ class ControlVariateDensity(_Timed):
     Parameters
     ----------
     subset : log density
-        The program on the subset with ``beta`` scaled by N/m (a :class:`KeepConstants`).
+        The program on the subset with ``beta`` scaled by N/m (a :class:`KeepConstants`), or a
+        :class:`ScaledSubset` where the program has no ``beta``.
     quadratic : Quadratic
         The Taylor expansion of log pi - log subset about the mode.
     """
@@ -162,7 +171,8 @@ class ControlVariateDensity(_Timed):
 
     @property
     def model(self):
-        """The subset's Stan instance (what a study's tuning pilot runs NUTS on)."""
+        """The subset's Stan instance (what a study's tuning pilot runs NUTS on); None for a
+        :class:`ScaledSubset`, which is two."""
         return getattr(self.subset, "model", None)
 
     def _value_gradient(self, x, gradient):
@@ -171,6 +181,44 @@ class ControlVariateDensity(_Timed):
             return self.subset.log_density(x) + q_value, None
         value, grad = self.subset.log_density_gradient(x)
         return value + q_value, np.asarray(grad) + q_gradient
+
+
+class ScaledSubset(_Timed):
+    """log p_S0 + a (log p_S - log p_S0): a subset's likelihood scaled by a, for a program without beta.
+
+    p_S is the program on a subset S of the observations, p_S0 on a smaller
+    S0 inside it (empty where the program takes no observations). Their
+    prior and Jacobian cancel in log p_S - log p_S0, the log likelihood of
+    the observations in S and not in S0, so with a = (N - m0) / (m - m0)
+    this is the program's log density with the likelihood of S - S0 scaled
+    to the N - m0 observations outside S0: what ``beta`` = N/m does where
+    the program declares it (m0 = 0).
+
+    Parameters
+    ----------
+    subset, base : log densities
+        The program on S and on S0 (each a :class:`KeepConstants`).
+    weight : float
+        a = (N - m0) / (m - m0).
+    """
+
+    def __init__(self, subset, base, weight: float):
+        super().__init__(subset.dim)
+        self.subset, self.base, self.weight = subset, base, float(weight)
+
+    def __repr__(self) -> str:
+        return f"ScaledSubset({self.subset!r}, {self.base!r}, weight={self.weight:g})"
+
+    def param_unc_names(self) -> list[str]:
+        return self.subset.param_unc_names()
+
+    def _value_gradient(self, x, gradient):
+        a = self.weight
+        if not gradient:
+            return a * self.subset.log_density(x) + (1 - a) * self.base.log_density(x), None
+        value, grad = self.subset.log_density_gradient(x)
+        base_value, base_grad = self.base.log_density_gradient(x)
+        return a * value + (1 - a) * base_value, a * np.asarray(grad) + (1 - a) * np.asarray(base_grad)
 
 
 def laplace(mode: Mode) -> LaplaceDensity:

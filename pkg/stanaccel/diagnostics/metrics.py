@@ -578,10 +578,17 @@ def worst_ess(draws: np.ndarray) -> float:
     draws while its tail ESS, the quantiles' precision, does not; the worst
     of the two is what every speed figure of stanaccel divides.
     """
-    out = float("inf")
+    values = ess_by_coordinate(draws)
+    return float(np.min(values[~np.isnan(values)], initial=np.inf))  # a constant coordinate has none
+
+
+@numpy_path()
+def ess_by_coordinate(draws: np.ndarray) -> np.ndarray:
+    """min(bulk, tail) ESS of each coordinate of ``draws`` (chains, draws, dim): which one is slowest."""
+    out = np.empty(draws.shape[2])
     for j in range(draws.shape[2]):
         series = np.asarray(draws[:, :, j], dtype=float)
-        out = min(out, float(az.ess(series, method="bulk")), float(az.ess(series, method="tail")))
+        out[j] = min(float(az.ess(series, method="bulk")), float(az.ess(series, method="tail")))
     return out
 
 

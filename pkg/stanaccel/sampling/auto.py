@@ -11,7 +11,7 @@ their roles come from the table (:attr:`~stanaccel.sampling.methods.MethodSpec.a
 - "approximation" and "warm": kernels after that warm-up; "approximation"
   over the automatic approximation of the program: control variates about
   the mode (kind "control-variate", m = :func:`control_variate_size`) where
-  the observations are declared and the program has ``beta``, else the
+  the observations are declared (with or without ``beta``), else the
   Gaussian at the mode (kind "laplace");
 - "own-warmup" (Stan's NUTS): after NUTS's own warm-up it draws at once
   with the adapted step sizes and metrics; after a cheap warm-up it first
@@ -90,6 +90,8 @@ import numpy as np
 from scipy.stats import norm
 
 from stanaccel.diagnostics import reference_z_scores, worst_ess, worst_rhat
+from stanaccel.diagnostics.funnel import Funnel, find_funnel
+from stanaccel.diagnostics.metrics import ess_by_coordinate
 from stanaccel.diagnostics.modes import mode_gap
 from stanaccel.errors import ConfigError
 from stanaccel.executors import SerialExecutor
@@ -105,7 +107,7 @@ from stanaccel.sampling.config import (
     setting,
 )
 from stanaccel.sampling.methods import METHODS, MethodSpec
-from stanaccel.sampling.program import ProgramConventionError, check_program, has_beta
+from stanaccel.sampling.program import ProgramConventionError, check_program
 from stanaccel.sampling.result import SampleResult, method_label
 from stanaccel.sampling.run import SEEDS, run_nuts, run_sampler
 from stanaccel.sampling.warmup import (
@@ -294,7 +296,7 @@ def control_variate_size(n: int) -> int:
 
 def automatic_approximation(auto: AutoSettings, program, data: dict[str, Any]) -> dict[str, Any]:
     """The approximation settings of an "approximation" candidate: control variates, else Laplace."""
-    if auto.observations is not None and has_beta(program):
+    if auto.observations is not None:
         n = auto.observations.check(data)
         if n > 1:
             m = min(control_variate_size(n), n - 1)
@@ -317,6 +319,10 @@ class Pilot:
     pilot_seconds: float = 0.0
     rhat: float = float("nan")
     z_max: float | None = None
+    slowest: int | None = None
+    """The unconstrained coordinate of the smallest ESS in the pilot (what holds the sampler back)."""
+    slowest_name: str = ""
+    in_funnel: bool = False
     note: str = ""
     result: SampleResult | None = None
     settings: dict[str, Any] | None = None
@@ -349,6 +355,8 @@ class Pilot:
             "pilot_s": self.pilot_seconds,
             "pilot_rhat": self.rhat,
             "z_vs_reference": self.z_max,
+            "slowest": self.slowest_name,
+            "slowest_in_funnel": self.in_funnel,
             "chosen": self.method == chosen,
             "note": self.note,
         }
@@ -517,6 +525,11 @@ def _sample_auto(
             continue
         if race.spent() and spec.auto != "own-warmup":
             pilots.append(Pilot(spec.name, spec.auto, spec.label, note=f"not piloted: {race.spent()[9:]}"))
+        elif spec.auto == "approximation" and warm_report.get("no_mode"):
+            label = method_label(make_config(spec.name, settings))
+            pilots.append(Pilot(spec.name, spec.auto, label, note=f"not piloted: {warm_report['no_mode']}"))
+            say(f"auto: {label} not piloted: its approximation is built about the mode, and "
+                f"{warm_report['no_mode']}")  # fmt: skip
         elif spec.auto == "own-warmup":
             pilots.append(_nuts_pilot(spec, model, program.name, adaptation, warm_seconds, auto, race,
                                       spawn_seed(seed, 1, index), seeds, folder, say))  # fmt: skip
@@ -526,6 +539,10 @@ def _sample_auto(
         race.enter(pilots[-1])
     reference = _agreement(pilots)
     modes = _modes(pilots)
+    names = [_bracketed(name) for name in model.param_unc_names()]
+    funnel = _funnel(pilots, reference, names, getattr(model, "log_scale_coordinates", lambda: None)())
+    if funnel is not None:
+        say(f"auto: the pilots' draws show {funnel.message()}")
     tempering = [(spec, s) for spec, s in candidates if spec.auto == "modes"]
     if modes["disagree"]:
         say(f"auto: the pilots' chains disagree about the modes (chain means {modes['gap']:.1f} within-chain "
@@ -602,6 +619,7 @@ def _sample_auto(
         "reference": None if reference is None else reference.method,
         "warmup": warm_report,
         "modes": modes,
+        "funnel": None if funnel is None else funnel.to_dict(),
         "skipped": skipped,
         "pilots": rows,
         "checks": checks,
@@ -736,7 +754,10 @@ def pilot_line(row: dict[str, Any]) -> str:
         f"{row['method']:<5} warm-up {row['warmup'] or '-'} {num(row['warmup_s'])} s, set-up "
         f"{num(row['setup_s'])} s, ESS/draw {num(row['pilot_ess_per_draw'])}, "
         f"s/draw {num(row['s_per_draw'])}, pilot {num(row['pilot_s'])} s, "
-        f"projected {num(row['projected_ess_per_s'])} ESS/s{' (chosen)' if row['chosen'] else ''}"
+        f"projected {num(row['projected_ess_per_s'])} ESS/s"
+        + (f", slowest {row['slowest']}" if row.get("slowest") else "")
+        + (" (the funnel)" if row.get("slowest_in_funnel") else "")
+        + (" (chosen)" if row["chosen"] else "")
         + (f" [{row['note']}]" if row["note"] else "")
     )
 
@@ -837,8 +858,12 @@ def _nuts_step(pilot, model, adaptation, auto, race, seed, say, dense=None) -> W
 def _measured(pilot: Pilot, result: SampleResult, sampling: float, total: float) -> Pilot:
     draws = _unconstrained(result)
     pilot.result = result
-    pilot.ess_per_draw = _ess_per_draw(draws)
-    pilot.seconds_per_draw = sampling / (draws.shape[0] * draws.shape[1])
+    ess = ess_by_coordinate(draws)
+    chain_draws = draws.shape[0] * draws.shape[1]
+    if not np.isnan(ess).all():
+        pilot.slowest = int(np.nanargmin(ess))
+    pilot.ess_per_draw = float(np.min(ess[~np.isnan(ess)], initial=np.inf)) / chain_draws  # as _ess_per_draw
+    pilot.seconds_per_draw = sampling / chain_draws
     pilot.pilot_seconds = total
     pilot.rhat = worst_rhat(draws)
     return pilot
@@ -847,21 +872,30 @@ def _measured(pilot: Pilot, result: SampleResult, sampling: float, total: float)
 def _shared_warm_up(model, shared, auto, seeds, progress, say):
     """The cheap warm-up the candidates share: Laplace, else Pathfinder, else NUTS's; its seconds, report.
 
+    Where Laplace's L-BFGS failed from every start and NUTS's warm-up is
+    shared, the report says so (``no_mode``): the approximations about the
+    mode are then not piloted (their own search, from the origin, fails as
+    surely, and costs as much).
+
     It runs for the full run's chains (their start points) with the settings
     of a candidate that moves with an HMC step, so that a step size is adapted.
     """
     spec, settings = next(((s, k) for s, k in shared if s.uses_step_size(make_config(s.name, k))), shared[0])
     charged: dict[str, float] = {}
     report: dict[str, Any] = {}
+    no_mode = None
     for index, kind in enumerate(WARMUPS_TRIED):
         config = make_config(spec.name, {**settings, "chains": auto.chains, "warmup": kind})
         instead = f"auto tries {WARMUPS_TRIED[index + 1]} next" if index + 1 < len(WARMUPS_TRIED) else None
         adaptation, report = cheap_warm_up(model, config, seeds, progress, say, charged, instead)
+        if kind == "laplace" and str(report.get("fallback", "")).startswith("L-BFGS failed"):
+            no_mode = "Stan's L-BFGS found no mode from any start of the Laplace warm-up"
         if adaptation is not None:
             return adaptation, sum(charged.values()), {**report, "tried": list(charged)}
     config = make_config(spec.name, {**settings, "chains": auto.chains, "warmup": DEFAULT_NUTS_WARMUP})
     adaptation = nuts_warm_up(model, config, seeds, None, progress, say, charged)
-    return adaptation, sum(charged.values()), {**report, "used": "nuts", "tried": list(charged)}
+    report = {**report, "used": "nuts", "tried": list(charged)}
+    return adaptation, sum(charged.values()), {**report, "no_mode": no_mode} if no_mode else report
 
 
 def _pilot(spec, settings, model, data, adaptation, warm_seconds, auto, seed, seeds, race, folder,
@@ -969,6 +1003,27 @@ def _modes(pilots: list[Pilot]) -> dict[str, Any]:
     gap, z = mode_gap(chains, MODE_ESS, MODE_GAP, MODE_Z)
     return {"gap": gap, "z": z, "limit": MODE_GAP, "z_limit": MODE_Z,
             "disagree": bool(gap > MODE_GAP and z > MODE_Z)}  # fmt: skip
+
+
+def _funnel(pilots: list[Pilot], reference: Pilot | None, names: list[str], scales) -> Funnel | None:
+    """A funnel in the reference pilot's draws (else the longest pilot's); marks each pilot's slowest
+    coordinate with its name, and whether it is in the funnel."""
+    drawn = [p for p in pilots if p.result is not None]
+    source = reference if reference is not None and reference.result is not None else None
+    source = source or max(drawn, key=lambda p: p.result.num_draws, default=None)
+    funnel = None if source is None else find_funnel(_unconstrained(source.result), names, scales)
+    members = set() if funnel is None else {funnel.scale, *funnel.coupled}
+    for pilot in drawn:
+        if pilot.slowest is not None:
+            pilot.slowest_name = names[pilot.slowest]
+            pilot.in_funnel = pilot.slowest_name in members
+    return funnel
+
+
+def _bracketed(name: str) -> str:
+    """An unconstrained coordinate's name as Stan writes it: ``b.2.1`` as ``b[2,1]``."""
+    variable, *index = name.split(".")
+    return f"{variable}[{','.join(index)}]" if index else variable
 
 
 def _unconstrained(result: SampleResult) -> np.ndarray:

@@ -152,9 +152,11 @@ class Approximation:
     kind : str
         "subset": the same program on m observations drawn at random (needs
         ``observations``), its likelihood scaled by N/m when ``scale``;
-        "control-variate": such a scaled subset (needs ``observations`` and
-        ``beta``) corrected by second-order Taylor control variates about
-        the posterior mode (:mod:`stanaccel.approx.taylor`);
+        "control-variate": such a scaled subset (needs ``observations``;
+        scaled by ``beta`` where the program declares it, else as the
+        difference of two subsets, :class:`~stanaccel.approx.taylor.ScaledSubset`)
+        corrected by second-order Taylor control variates about the
+        posterior mode (:mod:`stanaccel.approx.taylor`);
         "laplace": the Gaussian at the posterior mode, with the Hessian there;
         "program": a second Stan program (``program``) with the same
         parameters, on ``data`` (default: the posterior's data);

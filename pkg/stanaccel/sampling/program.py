@@ -32,6 +32,7 @@ import numpy as np
 from stanaccel.approx import ApproximationPair, KeepConstants, low_rank
 from stanaccel.approx.taylor import (
     Quadratic,
+    ScaledSubset,
     check_laplace,
     control_variate_quadratic,
     control_variates,
@@ -235,7 +236,7 @@ def check_program(config: SamplerConfig, program, data: dict[str, Any]) -> None:
     if "beta" in needs:
         check_temperable(program, config.method)
     for a in approximations:
-        if a.kind in SUBSET_KINDS and a.scale:
+        if a.kind == "subset" and a.scale:
             why = (
                 f"approximation {a.label} scales a subset's likelihood by N/m through the data variable "
                 f"beta of {program.name}"
@@ -354,7 +355,7 @@ def check_instance(
     if "observations" in config.needs:  # a subsampled ladder
         _check_smallest_level(config, model, program, data, observations, n, sources)
     for spec in subsets:
-        if not spec.scale:
+        if not spec.scale or not has_beta(program):  # control variates without beta: ScaledSubset
             continue
         beta = float(data.get("beta", 1.0)) * n / spec.m
         try:
@@ -451,8 +452,7 @@ def approximation(
         return laplace(automatic_setup(spec, model, data, config, seed).mode)
     if spec.kind == "control-variate":
         setup = automatic_setup(spec, model, data, config, seed)
-        subset = KeepConstants(model.with_data(_subset_data(spec, model, data, config, seed)))
-        return control_variates(subset, setup.quadratic)
+        return control_variates(scaled_subset(spec, model, data, config, seed), setup.quadratic)
     if spec.kind == "subset":
         return KeepConstants(model.with_data(_subset_data(spec, model, data, config, seed)))
     if spec.kind in ("fitc", "sor"):
@@ -488,15 +488,59 @@ def _subset_data(spec: Approximation, model, data: dict[str, Any], config, seed:
     The subset is fixed by a seed spawned from ``seed`` and the
     specification's label: the same in every chain and sampler of a run.
     """
+    observations, n, drawn = _subset_indices(spec, model, data, config, seed)
+    subset = observations.take(data, np.sort(drawn))
+    if spec.scale and has_beta(Program.of(model)):
+        subset["beta"] = float(data.get("beta", 1.0)) * n / spec.m
+    return subset
+
+
+def _subset_indices(spec, model, data, config, seed) -> tuple[Observations, int, np.ndarray]:
+    """The observations, their number N, and a subset approximation's m indices in the order drawn."""
     seed = spawn_seed(seed, zlib.crc32(spec.label.encode()))
     observations = observations_for(config, model, data)
     n = observations.check(data)
     check_subset_size(spec, n, observations)
-    indices = np.sort(np.random.default_rng(seed).choice(n, size=spec.m, replace=False))
-    subset = observations.take(data, indices)
-    if spec.scale:
-        subset["beta"] = float(data.get("beta", 1.0)) * n / spec.m
-    return subset
+    return observations, n, np.random.default_rng(seed).choice(n, size=spec.m, replace=False)
+
+
+BASE_TRIES = 10
+"""The sizes m0 = 0, 1, ... tried for the base of a :class:`ScaledSubset` (a program declaring
+``int<lower=2> N`` takes no fewer than 2 observations)."""
+
+
+def scaled_subset(spec: Approximation, model: StanModel, data: dict[str, Any], config, seed: int):
+    """The subset of a control-variate approximation, its likelihood scaled up to the N observations.
+
+    With the program's ``beta`` = N/m where it declares one (a
+    :class:`KeepConstants`); else a :class:`~stanaccel.approx.taylor.ScaledSubset`
+    of the program on the subset and on its first m0 observations drawn,
+    m0 the fewest the program takes.
+
+    Raises
+    ------
+    ProgramConventionError
+        No ``beta``, and the program refuses every subset of fewer than
+        :data:`BASE_TRIES` observations.
+    """
+    subset = KeepConstants(model.with_data(_subset_data(spec, model, data, config, seed)))
+    if has_beta(Program.of(model)):
+        return subset
+    observations, n, drawn = _subset_indices(spec, model, data, config, seed)
+    refusals = []
+    for m0 in range(min(BASE_TRIES, spec.m)):
+        try:
+            base = KeepConstants(model.with_data(observations.take(data, np.sort(drawn[:m0]))))
+        except StanError as error:
+            refusals.append(str(error).splitlines()[0])
+            continue
+        return ScaledSubset(subset, base, (n - m0) / (spec.m - m0))
+    raise ProgramConventionError(
+        f"approximation {spec.label}: {Program.of(model).name} has no data variable beta to scale a subset's "
+        f"likelihood by N/m, so stanaccel scales the difference between it on {spec.m} observations and on "
+        f"fewer; but it refuses every subset of fewer than {min(BASE_TRIES, spec.m)} ({refusals[-1]}). "
+        f"{BETA_CHANGE}"
+    )
 
 
 @dataclass
@@ -608,8 +652,7 @@ def automatic_setup(
         _SETUPS.move_to_end(key)
         return _SETUPS[key]
     start = time.perf_counter()
-    subset = KeepConstants(model.with_data(_subset_data(spec, model, data, config, seed)))
-    quadratic = control_variate_quadratic(subset, mode)
+    quadratic = control_variate_quadratic(scaled_subset(spec, model, data, config, seed), mode)
     seconds = time.perf_counter() - start
     say(f"approximation {spec.label}: Taylor control variates about the mode, {seconds:.2g} s (charged)")
     return _remember(_SETUPS, key, AutomaticSetup(mode, mode_seconds, quadratic, seconds))

@@ -239,7 +239,8 @@ def cheap_warm_up(
     try:
         fit = _gaussian(model, kind, seeds["warmup"], progress, say, report)
     except StanEvaluationError as error:  # every path failed, or L-BFGS did
-        fit = f"{'Pathfinder' if kind == 'pathfinder' else 'L-BFGS'} failed ({str(error).splitlines()[0]})"
+        first = " ".join(line.strip() for line in str(error).splitlines()[:2])  # L-BFGS: the first start's
+        fit = f"{'Pathfinder' if kind == 'pathfinder' else 'L-BFGS'} failed ({first})"
     seconds = time.perf_counter() - start
     report["seconds"] = seconds
     if isinstance(fit, str):

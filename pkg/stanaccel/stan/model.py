@@ -149,6 +149,24 @@ class StanModel:
         except TypeError:
             raise _point_error(theta, self.param_num(), "constrained") from None
 
+    def log_scale_coordinates(self) -> np.ndarray:
+        """Which unconstrained coordinates are the log of a bounded scale: ``real<lower=a>`` (or ``upper``).
+
+        Stan maps such a parameter as a + exp(x) (or b - exp(x)): moving x by
+        1 and by 2 changes it by factors e apart. A coordinate is one when it
+        moves exactly one constrained value, that way (a ``tau`` of a
+        hierarchical model; not a simplex's or a correlation matrix's).
+        """
+        origin = self.param_constrain(np.zeros(self._dim))
+        out = np.zeros(self._dim, dtype=bool)
+        for j in range(self._dim):
+            steps = [self.param_constrain(np.eye(self._dim)[j] * k) - origin for k in (1.0, 2.0)]
+            moved = np.flatnonzero(np.abs(steps[1]) > 1e-12 * (1 + np.abs(origin)))
+            if len(moved) == 1:
+                first, second = steps[0][moved[0]], steps[1][moved[0]]
+                out[j] = abs(second / first - (np.e + 1)) < 1e-6  # (e^2 - 1) / (e - 1) = e + 1
+        return out
+
     def unflatten(self, flat: np.ndarray, *, include_tp: bool = False, include_gq: bool = False) -> dict:
         """Split flat constrained values (last axis) into named arrays of their Stan shape."""
         return unflatten(flat, self.variables(include_tp=include_tp, include_gq=include_gq))
