@@ -32,7 +32,7 @@ test: $(STAMP)
 	$(BIN)/ruff format --check pkg tests benchmarks
 	$(BIN)/lint-imports
 	$(SPHINX_BUILD)
-	STANACCEL_DOCS_HTML=$(CURDIR)/docs/_build/html $(BIN)/python -m pytest -n auto --dist loadfile
+	STANACCEL_DOCS_HTML=$(CURDIR)/docs/_build/html $(BIN)/python -m pytest -n auto --dist loadfile --durations=20
 
 # The documentation site, warnings as errors; -E rereads every page and docstring, so a warning
 # of an unchanged page is not hidden by an earlier build (about 20 s).

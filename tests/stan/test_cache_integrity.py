@@ -85,7 +85,10 @@ def test_first_build_is_announced(built_cache):
     cache, first, stderr = built_cache
     assert first["built"] is True
     assert first["lp"] == pytest.approx(EXPECTED_LP, rel=1e-12)
-    assert f"stanaccel: compiling Stan program anon (up to a minute; cached afterwards in {cache})" in stderr
+    assert (
+        "stanaccel: compiling Stan program anon (up to a minute: the first build timed on this machine; "
+        f"cached afterwards in {cache})"
+    ) in stderr
     assert "stanaccel: compiling stanaccel's Stan bridge" in stderr
     assert re.search(r"^stanaccel: compiled anon in \d+ s$", stderr, re.MULTILINE), stderr
 
@@ -252,3 +255,24 @@ def test_build_messages_are_enabled_once(tmp_path):
     process = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
     assert process.returncode == 0, process.stderr
     assert process.stderr == "stanaccel: compiling something\n"
+
+
+def test_the_build_message_gives_the_time_builds_took_here(tmp_path, monkeypatch):
+    from stanaccel.stan.compiler import RECENT_BUILDS, expected_build
+
+    monkeypatch.setenv("STANACCEL_CACHE", str(tmp_path))
+    models = tmp_path / "models"
+    models.mkdir()
+    assert expected_build() == "up to a minute: the first build timed on this machine"
+    (models / "old.so.json").write_text(json.dumps({"built_at": "2026-12-01T10:00:00+0000"}))  # not timed
+    assert expected_build().startswith("up to a minute")
+    (models / "first.so.json").write_text(
+        json.dumps({"built_at": "2026-12-02T10:00:00+0000", "seconds": 61.0, "with_bridge": True})
+    )
+    assert expected_build() == "about 61 s on this machine, as its last 1 builds took"  # only that one
+    for i, seconds in enumerate([20.0, 30.0, 25.0, 90.0, 24.0, 26.0]):  # 20 s is the oldest, left out
+        record = {"built_at": f"2026-12-03T10:00:0{i}+0000", "seconds": seconds, "with_bridge": False}
+        (models / f"p{i}.so.json").write_text(json.dumps(record))
+    assert RECENT_BUILDS == 5
+    assert expected_build() == "about 26 s on this machine, as its last 5 builds took"  # 30 25 90 24 26
+    assert expected_build(with_bridge=True).startswith("about 26 s and the bridge beside it")

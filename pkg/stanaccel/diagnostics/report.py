@@ -249,6 +249,7 @@ AUTO_COLUMNS = (
     ("s_per_draw", "s/draw"),
     ("pilot_s", "pilot (s)"),
     ("projected_ess_per_s", "projected ESS/s"),
+    ("slowest", "slowest"),
     ("chosen", "chosen"),
     ("note", "note"),
 )
@@ -263,6 +264,7 @@ def _auto_table(auto: dict[str, Any] | None) -> dict[str, Any] | None:
         "rows": [[_format(row.get(key)) for key, _ in AUTO_COLUMNS] for row in auto.get("pilots", [])],
         "reason": auto.get("reason", ""),
         "formula": auto.get("formula", ""),
+        "funnel": (auto.get("funnel") or {}).get("message", ""),
     }
 
 

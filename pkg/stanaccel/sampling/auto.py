@@ -733,7 +733,7 @@ def _nuts_at_once(why, model, auto, seed, seeds, progress, say, checkpoint, star
     result.reports["auto"] = {
         "chosen": method, "reason": line, "formula": FORMULA, "chains": auto.chains, "draws": auto.draws,
         "pilot_draws": auto.pilot_draws, "pilot_seconds": checked, "continued_draws": [], "reference": None,
-        "warmup": {}, "modes": {}, "skipped": {}, "pilots": [],
+        "warmup": {}, "modes": {}, "funnel": None, "skipped": {}, "pilots": [],
     }  # fmt: skip
     return result
 

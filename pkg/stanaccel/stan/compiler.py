@@ -279,7 +279,13 @@ def build_program(
     """
     label = name.removesuffix("_model")
     cxx = toolchain.cxx  # no compiler: say so before starting anything
-    logger.info("compiling Stan program %s (up to a minute; cached afterwards in %s)", label, cache_dir())
+    with_bridge = not bridge_object_path(toolchain).is_file()
+    logger.info(
+        "compiling Stan program %s (%s; cached afterwards in %s)",
+        label,
+        expected_build(with_bridge),
+        cache_dir(),
+    )
     start = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="stanaccel-build-") as tmp, ThreadPoolExecutor(1) as pool:
         bridge = pool.submit(bridge_object, toolchain) if available_cores() > 1 else None
@@ -306,8 +312,38 @@ def build_program(
             ],
             f"program {name} (link)",
         )
-    logger.info("compiled %s in %.0f s", label, time.perf_counter() - start)
-    return {"compiler": compiler_version(cxx)}
+    seconds = time.perf_counter() - start
+    logger.info("compiled %s in %.0f s", label, seconds)
+    return {"compiler": compiler_version(cxx), "seconds": round(seconds, 1), "with_bridge": with_bridge}
+
+
+RECENT_BUILDS = 5
+"""The build message's estimate is the median of this many of the latest program builds."""
+
+
+def expected_build(with_bridge: bool = False) -> str:
+    """How long a program's build will take on this machine, measured from its earlier builds.
+
+    The median of the latest :data:`RECENT_BUILDS` builds recorded in the
+    cache's manifests (their ``seconds``), those that also built the bridge
+    left out unless there are no others. Before any build here, says that
+    this one is timed for the next ones' estimate.
+    """
+    builds = []
+    for manifest in (cache_dir() / "models").glob("*.json"):
+        try:
+            record = json.loads(manifest.read_text())
+            builds.append((bool(record.get("with_bridge")), record["built_at"], float(record["seconds"])))
+        except (OSError, ValueError, KeyError, TypeError):
+            continue  # an older manifest, with no seconds
+    plain = [b for b in builds if not b[0]] or builds
+    if not plain:
+        return "up to a minute: the first build timed on this machine"
+    recent = sorted(plain, key=lambda b: b[1])[-RECENT_BUILDS:]
+    seconds = sorted(b[2] for b in recent)
+    median = (seconds[(len(seconds) - 1) // 2] + seconds[len(seconds) // 2]) / 2
+    extra = " and the bridge beside it" if with_bridge else ""
+    return f"about {median:.0f} s{extra} on this machine, as its last {len(recent)} builds took"
 
 
 def available_cores() -> int:
@@ -317,12 +353,16 @@ def available_cores() -> int:
     return os.cpu_count() or 1
 
 
+def bridge_object_path(toolchain: Toolchain) -> Path:
+    """Where the bridge's object file for this toolchain and compiler is cached (built or not)."""
+    key = content_hash(BRIDGE_SOURCE.read_text(), toolchain.identity(), compiler_version(toolchain.cxx))
+    return cache_dir() / "bridge" / f"bridge-{key}.o"
+
+
 def bridge_object(toolchain: Toolchain) -> Path:
     """The bridge compiled to an object file, built once per toolchain and compiler, and cached."""
-    source = BRIDGE_SOURCE.read_text()
     version = compiler_version(toolchain.cxx)
-    key = content_hash(source, toolchain.identity(), version)
-    target = cache_dir() / "bridge" / f"bridge-{key}.o"
+    target = bridge_object_path(toolchain)
 
     def build(tmp_object: Path) -> dict[str, str]:
         logger.info("compiling stanaccel's Stan bridge (once per machine, up to a minute)")
