@@ -151,6 +151,8 @@ def test_short_runs_are_repeated_and_scored_by_their_medians():
     args = pdb.argparse.Namespace(repeats=3, repeat_under=10.0)
     runs = {"nuts": [_run(0.1, 2.0)], "auto": [_run(7.0, 9.0)]}
     assert pdb.short(runs, args)  # both under 10 s charged
+    runs = {"nuts": [_run(0.1, 2.0)] * 2, "auto": [_run(6.0, 9.0)] * 2}
+    assert not pdb.short(runs, args)  # auto's two runs add up to 12 s
     runs = {"nuts": [_run(0.1, 2.0)], "auto": [_run(20.0, 25.0)]}
     assert not pdb.short(runs, args)
     runs = {"nuts": [_run(0.1, 2.0)] * 3, "auto": [_run(0.1, 2.0)] * 3}

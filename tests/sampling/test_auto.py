@@ -376,12 +376,19 @@ def test_nuts_after_a_cheap_warmup_moves_with_its_dense_metric_and_continues_its
     assert np.all(np.abs(z_mean) < Z_LIMIT) and np.all(np.abs(z_sd) < Z_LIMIT), (z_mean, z_sd)
 
 
-def test_auto_on_two_modes_sees_them_and_chooses_tempering(tmp_path):
-    """Chains stuck in two modes, each mixing well where it is, are two modes: tempering is chosen."""
+def test_auto_on_two_modes_sees_them_and_chooses_tempering(tmp_path, monkeypatch):
+    """Chains stuck in two modes, each mixing well where it is, are two modes: tempering is chosen.
+
+    The posterior is cheap, so Stan's NUTS runs at once first; its chains stuck in the two modes
+    disagree, and ``auto`` goes on to pilot the others rather than return them.
+    """
+    monkeypatch.setattr(auto_module, "QUICK_NUTS_SECONDS", auto_module.QUICK_NUTS_DEFAULT)
     (tmp_path / "bimodal.stan").write_text(BIMODAL)
     lines = []
     result = sample(tmp_path / "bimodal.stan", {"beta": 1.0}, "auto", {"draws": 1000}, seed=4, progress=False,
                     log=lines.append)  # fmt: skip
+    assert lines[0].startswith("auto: chose nuts: a whole Stan NUTS run is projected at ")
+    assert any(line.startswith("auto: Stan's NUTS did not mix (R-hat ") for line in lines), lines
     auto = result.reports["auto"]
     assert auto["modes"]["disagree"], auto["modes"]
     assert any("disagree about the modes" in line and "piloting tempering too" in line for line in lines)

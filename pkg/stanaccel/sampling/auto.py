@@ -509,7 +509,12 @@ def _sample_auto(
     chain_draws = auto.chains * auto.draws
     quick, projected = _quick_nuts(model, auto)
     if quick:
-        return _nuts_at_once(quick, model, auto, seed, seeds, progress, say, checkpoint, start)
+        result = _nuts_at_once(quick, model, auto, seed, seeds, progress, say, checkpoint, start)
+        rhat = worst_rhat(_unconstrained(result))
+        if not rhat > CHECK_RHAT:
+            return result
+        say(f"auto: Stan's NUTS did not mix (R-hat {rhat:.3g}, above {CHECK_RHAT:g}): its "
+            f"{time.perf_counter() - start:.1f} s are charged, and the others are piloted")  # fmt: skip
     candidates, skipped = _candidates(auto, program, data)
     candidates.sort(key=lambda candidate: _order(candidate[0]))
     shared = [(spec, s) for spec, s in candidates if spec.auto in ("warm", "approximation", "modes")]
@@ -721,14 +726,21 @@ def _quick_nuts(model, auto: AutoSettings) -> tuple[str, float]:
 
 
 def _nuts_at_once(why, model, auto, seed, seeds, progress, say, checkpoint, start) -> SampleResult:
-    """Stan's NUTS as ``--method nuts`` runs it (the same seeds, so the same draws), the check charged."""
+    """Stan's NUTS as ``--method nuts`` runs it (the same seeds, so the same draws), the check charged.
+
+    Where its chains then disagree (R-hat above :data:`CHECK_RHAT`: stuck,
+    as on posteriordb's ``arma11`` from some of Stan's random starts),
+    :func:`sample_auto` goes on to the warm-up and the pilots, this run's
+    seconds charged; its checkpoint is a part of its own so that NUTS's
+    later run cannot resume these draws.
+    """
     method = next(spec.name for spec in METHODS.values() if spec.auto == "own-warmup")
     line = f"auto: chose {method}: {why}"
     say(line)
     checked = time.perf_counter() - start
     config = make_config(method, {"chains": auto.chains, "draws": auto.draws})
     result = run_nuts(config, model, model.name.removesuffix("_model"), seed, seeds, None, progress, say,
-                      checkpoint)  # fmt: skip
+                      checkpoint_part(checkpoint, "auto quick nuts"))  # fmt: skip
     result.charged_seconds["auto check"] = checked
     result.reports["auto"] = {
         "chosen": method, "reason": line, "formula": FORMULA, "chains": auto.chains, "draws": auto.draws,
