@@ -30,8 +30,9 @@ included); the table gives auto / NUTS for both. (The metrics' own
 is in the JSON.) Runs of under ``--repeat-under`` seconds charged (10) are
 timer noise as much as speed, so both methods run again with the same
 seed until either's runs add up to ``--repeat-under`` seconds, up to
-``--repeats`` times each (9), and the ESS per second are the medians (:func:`median_run`). Each run's draws are checked against the reference draws
-(:func:`check`): for every parameter z = (mean - ref mean) /
+``--repeats`` times each (9), and the ESS per second are the medians
+(:func:`median_run`). Each run's draws are checked against the reference
+draws (:func:`check`): for every parameter z = (mean - ref mean) /
 sqrt(mcse^2 + ref mcse^2) (ArviZ MCSEs), passing when the worst |z| is
 under the Bonferroni limit norm.isf(0.01 / (2 n)) for the n parameters;
 an sd passes when within 15% of the reference's, or its z (with the MCSEs
