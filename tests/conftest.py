@@ -93,3 +93,25 @@ def sigint_handled():
     previous = signal.signal(signal.SIGINT, signal.default_int_handler)
     yield
     signal.signal(signal.SIGINT, previous)
+
+
+CHECK_SECONDS = 2.0
+"""A test longer than this (set-up, call and tear-down, with the compile cache warm) is marked
+``@pytest.mark.slow``: ``make check`` runs the others, in under two minutes."""
+
+_seconds: dict[str, float] = {}
+
+
+def pytest_runtest_logreport(report):
+    _seconds[report.nodeid] = _seconds.get(report.nodeid, 0.0) + report.duration
+
+
+def pytest_terminal_summary(terminalreporter, config):
+    """In a run without the slow tests (``make check``), name the tests that should have been marked."""
+    if "not slow" not in (config.option.markexpr or ""):
+        return
+    over = sorted(((s, node) for node, s in _seconds.items() if s > CHECK_SECONDS), reverse=True)
+    if over:
+        terminalreporter.write_sep("-", f"over {CHECK_SECONDS:g} s: mark these @pytest.mark.slow")
+        for seconds, node in over:
+            terminalreporter.write_line(f"{seconds:6.1f} s  {node}")

@@ -38,6 +38,7 @@ def square(x):
     return x * x
 
 
+@pytest.mark.slow
 def test_every_executor_maps_in_order(dask_executor):
     for executor in (SerialExecutor(), ThreadExecutor(2), dask_executor):
         assert executor.map(square, range(7)) == [x * x for x in range(7)]
@@ -98,6 +99,7 @@ def test_one_chain_alone_draws_what_it_draws_in_the_whole_run(mvn_model):
     ("method", "settings"),
     [("hmc", {"n_steps": 5}), ("pt", {"inner": "mh", "levels": 3}), ("spt", {"levels": 3})],
 )
+@pytest.mark.slow
 def test_chains_on_dask_draw_what_a_local_run_draws(dask_executor, mvn_program, mvn_data, method, settings):
     local = sample(mvn_program, mvn_data, method, {**SETTINGS, **settings}, seed=5, progress=False)
     remote = sample(
@@ -120,6 +122,7 @@ def test_chains_on_dask_draw_what_a_local_run_draws(dask_executor, mvn_program, 
     assert not list(dask_executor.scratch.iterdir())  # the spilled draws were read back and removed
 
 
+@pytest.mark.slow
 def test_chains_in_processes_and_threads_draw_what_a_local_run_draws(mvn_program, mvn_data):
     settings = {**SETTINGS, "chains": 2}
     local = sample(mvn_program, mvn_data, "tt", settings, seed=2, progress=False)
@@ -196,6 +199,7 @@ levels = 3
 TIMED = ("seconds", "per_second", "wall", "cost_vs_inner", "warmup", "vs_nuts")  # columns that measure time
 
 
+@pytest.mark.slow
 def test_a_workflow_on_dask_gives_the_serial_numbers(dask_executor, mvn_program, tmp_path):
     from stanaccel.workflow import run_workflow
 

@@ -4,6 +4,8 @@ import json
 import subprocess
 import sys
 
+import pytest
+
 from stanaccel.extras import LATENT_INSTALL
 
 # TensorFlow made unimportable before anything imports it: a real import failure
@@ -31,6 +33,7 @@ print("cli exit:", main(["sample", "mvn_mean", "--data", data, "--method", "late
 """
 
 
+@pytest.mark.slow
 def test_latent_methods_without_tensorflow_name_the_extra(mvn_program, mvn_data, tmp_path):
     data = tmp_path / "mvn.json"
     data.write_text(json.dumps({k: v.tolist() if hasattr(v, "tolist") else v for k, v in mvn_data.items()}))

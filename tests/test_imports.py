@@ -17,6 +17,7 @@ MODULES = [
 ]
 
 
+@pytest.mark.slow
 def test_each_subpackage_imports_first():
     script = "import importlib, sys; importlib.import_module(sys.argv[1])"
     failed = {}

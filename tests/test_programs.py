@@ -26,6 +26,7 @@ def test_unknown_program_names_the_bundled_ones():
         program_path("no_such_program")
 
 
+@pytest.mark.slow
 def test_the_wheel_carries_the_programs_and_the_bridge(tmp_path):
     source = tmp_path / "source"  # a copy, so the build leaves nothing in the repository
     shutil.copytree(ROOT / "pkg", source / "pkg", ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))

@@ -3,6 +3,8 @@
 import subprocess
 import sys
 
+import pytest
+
 # A fresh interpreter: the user sets ArviZ's Numba flag, imports stanaccel, runs
 # the metrics (whose mcse(method="sd") fails on ArviZ's Numba path under NumPy >= 2.4)
 # and finds the flag as they set it.
@@ -26,6 +28,7 @@ print("flag", az.Numba.numba_flag)
 """
 
 
+@pytest.mark.slow
 def test_importing_stanaccel_and_its_metrics_keep_the_users_numba_setting():
     for setting, flag in (("enable_numba", True), ("disable_numba", False)):
         done = subprocess.run([sys.executable, "-c", SCRIPT, setting], capture_output=True, text=True)

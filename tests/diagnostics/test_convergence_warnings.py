@@ -204,6 +204,7 @@ draws = 100
 """
 
 
+@pytest.mark.slow
 def test_workflow_console_metrics_and_report_flag_the_run_that_has_not_converged(
     mvn_program, tmp_path, capsys
 ):

@@ -120,6 +120,7 @@ def page(run_folder, browser):
     }
 
 
+@pytest.mark.slow
 def test_report_step_writes_one_self_contained_page(run_folder):
     html = (run_folder / "report.html").read_text()
     assert len(html) < 5_000_000
@@ -176,6 +177,7 @@ def test_page_shows_the_samplers_statistics_and_flags_the_approximate_one(page, 
     assert all(name in overview for name in ("nuts", "pt", "ae"))
 
 
+@pytest.mark.slow
 def test_report_command_writes_where_asked_and_names_a_folder_without_run_json(run_folder, tmp_path, capsys):
     assert main(["report", str(tmp_path)]) == 2
     assert "holds no run.json" in capsys.readouterr().err
@@ -261,6 +263,7 @@ def long_ladder(tmp_path_factory):
     return write_report(folder)
 
 
+@pytest.mark.slow
 def test_a_long_ladder_is_a_table_of_levels_not_a_line_of_numbers(long_ladder):
     html = long_ladder.read_text()
     parts = re.findall(r'<table class="level-table">(.*?)</table>', html, re.DOTALL)

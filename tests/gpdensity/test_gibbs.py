@@ -27,6 +27,7 @@ def test_rate_penalty_shrinks_lambda():
     assert np.mean(penalised) == pytest.approx(400 / 1.01, rel=0.01)
 
 
+@pytest.mark.slow
 def test_thinning_keeps_the_intended_intensity():
     rng = np.random.default_rng(1)
     base = GaussianBase(np.zeros(1), np.eye(1))

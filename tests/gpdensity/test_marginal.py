@@ -91,6 +91,7 @@ def kernel_chain(marginal_class, iterations: int, seed: int):
 
 
 @pytest.mark.parametrize("marginal_class, correct", [(Marginal, True), (Mu0Fixed, False)])
+@pytest.mark.slow
 def test_kernel_update_keeps_the_marginal_posterior(marginal_class, correct):
     """The kernel update is exact: on fixed pseudo-observations its chain's means match the grid posterior
     within MCSE; a broken marginal (mu0 not integrated out) is caught."""

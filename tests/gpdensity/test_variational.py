@@ -82,6 +82,7 @@ def test_bound_gradient_matches_finite_differences(bimodal):
         assert gradient.numpy()[i] == pytest.approx((up - down) / 2e-5, rel=1e-4, abs=1e-4)
 
 
+@pytest.mark.slow
 def test_estimate_is_closer_to_the_truth_than_the_base_measure(bimodal):
     truth, data = bimodal
     fit = VariationalDensity(data, n_inducing=30, seed=0).fit(250)
@@ -174,6 +175,7 @@ def hellinger_and_mass(truth, fit, per_axis):
     return distances(truth, estimate, grid, cell)["hellinger"], np.sum(estimate) * cell
 
 
+@pytest.mark.slow
 def test_objective_never_decreases_on_the_2d_mixture(mixture_2d):
     """Where the fit diverged (mean-field on the 2-D mixture, N >= 500): Adam's momentum stepped down the
     bound by up to 75 and, on a fixed importance sample, into hyperparameters that overfitted it."""
@@ -185,6 +187,7 @@ def test_objective_never_decreases_on_the_2d_mixture(mixture_2d):
     assert abs(fit.mass - 1) < 0.005
 
 
+@pytest.mark.slow
 def test_2d_mixture_at_n_1000_is_close_to_the_truth(mixture_2d):
     truth, data = mixture_2d
     fit = VariationalDensity(data, n_inducing=30, quadrature=32, seed=12).fit(150)
@@ -194,6 +197,7 @@ def test_2d_mixture_at_n_1000_is_close_to_the_truth(mixture_2d):
     assert abs(mass - 1) < 0.02 and abs(fit.mass - 1) < 0.02
 
 
+@pytest.mark.slow
 def test_3d_mixture_is_close_to_the_truth():
     truth = target("mixture_3d")
     data = truth.sample(1000, np.random.default_rng(13))

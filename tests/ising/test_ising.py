@@ -201,6 +201,7 @@ def test_kawasaki_keeps_the_constrained_distribution():
     [(False, 0.0), (True, 1.0)],
     ids=["no-chords", "no-reverse-walk"],
 )
+@pytest.mark.slow
 def test_broken_intracluster_moves_fail_the_invariance_test(chords, bias):
     model = glass_4x4()
     kernel = BrokenMoves(model, chords, walk_length=6, bias=bias * model.beta, moves_per_step=1)

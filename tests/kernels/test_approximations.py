@@ -172,6 +172,7 @@ def density_pi():
 
 
 @pytest.mark.parametrize(("broken", "chain_length"), [(False, None), (False, 5), (True, None)])
+@pytest.mark.slow
 def test_kernel_matches_the_enumerated_transition(broken, chain_length):
     forward = Cycle([DiscreteKernel(NEIGHBOUR), DiscreteKernel(UNIFORM)])
     kind = DiscretizingChainWithoutApproximation if broken else DiscretizingChain
@@ -223,6 +224,7 @@ def gaussian_kernels():
 
 
 @pytest.mark.parametrize("name", list(gaussian_kernels()))
+@pytest.mark.slow
 def test_exact_with_a_poor_approximation(name):
     kernel = gaussian_kernels()[name]
     assert kernel.exact

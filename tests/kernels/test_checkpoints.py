@@ -180,6 +180,7 @@ run_chains(lambda c: RandomWalkMetropolis(FunctionDensity(exact.dim, slow), 0.3)
 """
 
 
+@pytest.mark.slow
 def test_a_killed_run_resumes_to_the_same_draws(tmp_path):
     root = Path(__file__).parents[2]
     path = os.pathsep.join([str(Path(stanaccel.__file__).parents[1]), str(root)])

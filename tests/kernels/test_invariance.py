@@ -232,6 +232,7 @@ def correct_kernels():
 
 
 @pytest.mark.parametrize("name", list(correct_kernels()))
+@pytest.mark.slow
 def test_correct_kernel_keeps_the_target(name):
     kernel, ladder = correct_kernels()[name]
     p_values = one_step_p_values(kernel, ladder)

@@ -112,6 +112,7 @@ def kernels():
 
 
 @pytest.mark.parametrize("name", list(kernels()))
+@pytest.mark.slow
 def test_exact_kernel_recovers_the_posterior(name):
     kernel = kernels()[name]
     assert kernel.exact
@@ -221,6 +222,7 @@ def test_untempered_kernel_stays_in_its_mode():
     assert not rhat < 1.1  # NaN or large: the chains disagree
 
 
+@pytest.mark.slow
 def test_parallel_tempering_recovers_mixture_weights():
     ladder = mixture_power_ladder()
     z, rhat, _, run = mixture_run(ParallelTempering(ladder, lambda d, m: mh_mixture(d, m, ladder.betas)))
@@ -237,6 +239,7 @@ def test_hotter_levels_on_request():
     np.testing.assert_array_equal(run.recorded[:, :, 0], run.positions)
 
 
+@pytest.mark.slow
 def test_tempered_transitions_recover_mixture_weights():
     ladder = mixture_power_ladder()
     tt = TemperedTransitions(ladder, lambda d, m: mh_mixture(d, m, ladder.betas))
@@ -270,6 +273,7 @@ def square_run(kernel):
     return float(z), convergence_metrics(idata)["rhat_max"], run
 
 
+@pytest.mark.slow
 def test_subsampled_parallel_tempering_recovers_mode_weights():
     ladder = square_ladder()
     assert [len(s) for s in ladder.subsets] == [10, 5, 3, 2, 1, 0]
@@ -279,6 +283,7 @@ def test_subsampled_parallel_tempering_recovers_mode_weights():
     assert all(s["round_trips"] > 3 for s in run.summaries)
 
 
+@pytest.mark.slow
 def test_subsampled_tempered_transitions_recover_mode_weights():
     ladder = square_ladder()
     # Three MH steps per level and direction: descending from the prior into a narrow

@@ -99,6 +99,7 @@ def test_a_ladder_too_long_for_the_most_levels_is_shortened_to_what_they_can_cro
     np.testing.assert_allclose(equalised_betas(*linear, 5, span=0.4), [1, 0.9, 0.8, 0.7, 0.6])
 
 
+@pytest.mark.slow
 def test_adapted_schedule_on_a_gaussian_family_has_the_known_barrier_and_round_trip_rate():
     truth = gaussian_barrier()
     rngs = [np.random.default_rng(s) for s in np.random.SeedSequence(5).spawn(2)]
@@ -179,6 +180,7 @@ def poisson_gamma_evidence() -> float:
                  - (A + total) * np.log(B + n) - np.sum(special.gammaln(COUNTS + 1)))  # fmt: skip
 
 
+@pytest.mark.slow
 def test_stepping_stone_evidence_of_a_poisson_gamma_model():
     def pt(betas, factors=None):
         ladder = power_ladder(*poisson_gamma(), betas)
@@ -200,6 +202,7 @@ def test_a_ladder_that_stops_above_zero_reports_no_evidence():
     assert "log_evidence" not in run.summaries[0]
 
 
+@pytest.mark.slow
 def test_an_improper_prior_gives_no_evidence_and_a_proper_one_does():
     # x[1] is in no term: at beta = 0 (and at every level) it drifts without bound, so there is no evidence
     def pt(flat: bool):

@@ -38,6 +38,7 @@ def trained(request, draws):
     return Autoencoder.fit(draws, latent_dim=LATENT, architecture=request.param, seed=2, **FAST)
 
 
+@pytest.mark.slow
 def test_training_reconstructs_the_dominant_directions(trained, draws):
     report = trained.reconstruction(draws)
     assert report["explained_variance"] > 0.8, report
@@ -117,6 +118,7 @@ def test_bad_training_options_are_refused(draws):
 
 
 @pytest.mark.parametrize("method", ["ae-hmc", "ae-pcn"])
+@pytest.mark.slow
 def test_exact_modes_recover_the_moments_with_a_trained_autoencoder(trained, method):
     maps = trained.maps()
     if method == "ae-hmc":

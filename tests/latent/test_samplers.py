@@ -76,6 +76,7 @@ def kernels(exact: bool, broken: bool = False, rho: float = 0.6):
 
 
 @pytest.mark.parametrize("name", ["ae-hmc", "ae-pcn"])
+@pytest.mark.slow
 def test_exact_mode_keeps_the_target(name):
     kernel = kernels(exact=True)[name]
     p_values = one_step_p_values(kernel)
@@ -84,6 +85,7 @@ def test_exact_mode_keeps_the_target(name):
 
 
 @pytest.mark.parametrize("name", ["ae-hmc", "ae-pcn"])
+@pytest.mark.slow
 def test_published_approximate_mode_is_caught(name):
     kernel = kernels(exact=False, rho=0.9)[name]
     assert not kernel.exact and "approximate" in kernel.note
@@ -106,6 +108,7 @@ def test_exact_hmc_without_its_auxiliary_term_is_caught():
 
 
 @pytest.mark.parametrize("name", ["ae-hmc", "ae-pcn"])
+@pytest.mark.slow
 def test_exact_mode_with_a_full_space_move_recovers_the_moments(name):
     latent = kernels(exact=True)[name]
     kernel = Cycle([latent, RandomWalkMetropolis(latent.density, scale=0.8, covariance=COV)])

@@ -75,6 +75,7 @@ def test_h_pcn_on_a_stan_program_says_what_to_use_instead(mvn_program):
 
 
 @pytest.mark.parametrize("method", ["ae-pcn", "ae-hmc"])
+@pytest.mark.slow
 def test_latent_samplers_train_on_the_laplace_draws_and_run_exactly(target, method):
     settings = {"chains": 1, "draws": 10, "warmup": 100, "epochs": 5, "latent_dim": 12, "tune": 5}
     result = sample(target, method=method, settings=settings, progress=False)

@@ -247,6 +247,7 @@ pilot_draws = {pilot_draws}
 """
 
 
+@pytest.mark.slow
 def test_a_workflow_step_records_the_pilots_in_provenance_and_the_report(files, tmp_path):
     from stanaccel.diagnostics.report import write_report
 
@@ -376,6 +377,7 @@ def test_nuts_after_a_cheap_warmup_moves_with_its_dense_metric_and_continues_its
     assert np.all(np.abs(z_mean) < Z_LIMIT) and np.all(np.abs(z_sd) < Z_LIMIT), (z_mean, z_sd)
 
 
+@pytest.mark.slow
 def test_auto_on_two_modes_sees_them_and_chooses_tempering(tmp_path, monkeypatch):
     """Chains stuck in two modes, each mixing well where it is, are two modes: tempering is chosen.
 
@@ -395,3 +397,14 @@ def test_auto_on_two_modes_sees_them_and_chooses_tempering(tmp_path, monkeypatch
     assert METHODS[result.method].auto == "modes" and result.method in auto["reason"]
     right = float(np.mean(result.to_inference_data().posterior["theta"].values[..., 0] > 0))
     assert abs(right - BIMODAL_RIGHT) < 0.1, right  # both modes, in their weights
+
+
+def test_the_quick_runs_split_rhat_is_arviz_split_rhat():
+    import arviz as az
+
+    draws = np.random.default_rng(0).normal(size=(4, 500, 2))
+    draws[0, :, 1] += 3.0  # one chain stuck apart in the second coordinate
+    expected = max(float(az.rhat(draws[..., j], method="split")) for j in range(2))
+    assert auto_module.split_rhat(draws) == pytest.approx(expected, rel=1e-10)
+    assert auto_module.split_rhat(draws) > auto_module.CHECK_RHAT
+    assert np.isnan(auto_module.split_rhat(draws[:1]))

@@ -121,6 +121,7 @@ def test_laplace_at_a_singular_hessian_is_refused_before_the_warmup(files):
     assert not any("warm-up" in line for line in lines)
 
 
+@pytest.mark.slow
 def test_dc_over_control_variates_agrees_with_nuts_and_charges_its_setup(files):
     data = logistic_data(1000, seed=1)
     program = files / "logistic_beta.stan"

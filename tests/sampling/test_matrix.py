@@ -9,5 +9,6 @@ CASES = cases(latent=False, approximations=False)
 
 
 @pytest.mark.parametrize("case", CASES, ids=[case.id for case in CASES])
+@pytest.mark.slow
 def test_the_combination_is_exact_or_refused(matrix_files, case):  # noqa: F811
     check_case(case, matrix_files)

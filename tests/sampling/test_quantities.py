@@ -73,6 +73,7 @@ def check_draw_by_draw(result, data):
 
 
 @pytest.mark.parametrize("method", [m for m in METHODS if m != "nuts"])
+@pytest.mark.slow
 def test_every_method_writes_what_nuts_writes(files, results, method):
     _, data = files
     result, nuts = results[method], results["nuts"]
@@ -158,6 +159,7 @@ def test_chains_elsewhere_and_spilled_runs_keep_every_quantity(files, results, t
     np.testing.assert_array_equal(back.quantities_failed, local.run.quantities_failed)
 
 
+@pytest.mark.slow
 def test_latent_nuts_writes_every_quantity(files):
     folder, data = files
     result = run(

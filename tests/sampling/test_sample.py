@@ -68,6 +68,7 @@ EXACT = [
 
 
 @pytest.mark.parametrize(("method", "settings"), EXACT, ids=[m for m, _ in EXACT])
+@pytest.mark.slow
 def test_exact_methods_sample_the_known_posterior(files, method, settings):
     folder, data = files
     result = sample(
@@ -134,6 +135,7 @@ def test_wide_approximation_warns(files):
         sample(folder / "regression.stan", folder / "regression.json", "dc", settings, seed=5, progress=False)
 
 
+@pytest.mark.slow
 def test_same_seed_same_draws(files):
     folder, _ = files
     runs = [
@@ -195,6 +197,7 @@ def test_warmup_from_an_earlier_nuts_run(files, tmp_path):
 
 
 @pytest.mark.parametrize("method", ["ae-hmc", "ae-pcn"])
+@pytest.mark.slow
 def test_latent_samplers_exact_mode(files, method):
     folder, data = files
     result = sample(
@@ -209,6 +212,7 @@ def test_latent_samplers_exact_mode(files, method):
     check_exact(result, data)
 
 
+@pytest.mark.slow
 def test_latent_nuts_is_marked_approximate(files):
     folder, data = files
     result = sample(
@@ -232,6 +236,7 @@ def test_latent_nuts_is_marked_approximate(files):
     np.testing.assert_allclose(result.draws(concat_chains=True).mean(axis=0), mean, atol=0.5 * sd.max())
 
 
+@pytest.mark.slow
 def test_approximate_ae_pcn_says_so(files):
     folder, _ = files
     result = sample(

@@ -59,6 +59,7 @@ def test_cli_sample_with_config_file_and_set(tmp_path, capsys):
     assert metrics["charged_seconds"]["warmup"] > 0
 
 
+@pytest.mark.slow
 def test_workflow_sample_step_continues_a_nuts_step(tmp_path):
     (tmp_path / "regression.stan").write_text(REGRESSION)
     write_data(tmp_path / "data.json", regression_data())
@@ -120,6 +121,7 @@ approx = { program = "regression.stan", data = "half.json" }   # found beside th
         assert json.loads((folder / "metrics.json").read_text())["method"] == step
 
 
+@pytest.mark.slow
 def test_workflow_sample_step_continues_a_cmdstan_run(tmp_path, mvn_model):
     from stanaccel.stan.nuts import sample_nuts
     from tests.stan.test_cmdstan import write_cmdstan_csv

@@ -28,6 +28,7 @@ def evidence(result) -> tuple[float, float]:
     return float(chains.mean()), float(np.sqrt(np.sum(errors**2)) / len(errors))
 
 
+@pytest.mark.slow
 def test_pt_adapts_its_ladder_and_reports_the_evidence_of_a_conjugate_model(mvn_program):
     data = generate("mvn_mean", N=20, D=3, seed=7).data
     result = sample(mvn_program, data, "pt", {"warmup": 300, "draws": 600}, seed=3, **QUIET)
@@ -74,6 +75,7 @@ def right_share(result) -> float:
     return float((result.to_inference_data().posterior["theta"].values[..., 0] > 0).mean())
 
 
+@pytest.mark.slow
 def test_default_pt_recovers_the_mode_weights_that_nuts_misses(bimodal):
     nuts = sample(bimodal, {}, "nuts", {"warmup": 300, "draws": 500}, seed=2, **QUIET)
     assert abs(right_share(nuts) - BIMODAL_RIGHT) > 0.05  # each chain stays in the mode it started in
@@ -87,6 +89,7 @@ def test_default_pt_recovers_the_mode_weights_that_nuts_misses(bimodal):
     assert len(modes["regions"]) == 2 and "separated regions" in modes["message"]
 
 
+@pytest.mark.slow
 def test_tempered_transitions_take_the_pilot_barrier_with_the_levels_trajectories_need(mvn_program):
     data = generate("mvn_mean", N=20, D=3, seed=7).data
     result = sample(mvn_program, data, "tt", {"warmup": 300, "draws": 300, "schedule_rounds": 6}, seed=3,
@@ -119,6 +122,7 @@ def run_cli(program, data: Path, tmp_path: Path, capsys) -> tuple[dict, str, str
     return json.loads((tmp_path / "pt.metrics.json").read_text()), printed.out, printed.err
 
 
+@pytest.mark.slow
 def test_pt_gives_no_evidence_for_an_improper_prior_and_says_why(tmp_path, capsys):
     program = tmp_path / "improper.stan"
     program.write_text(IMPROPER)
@@ -133,6 +137,7 @@ def test_pt_gives_no_evidence_for_an_improper_prior_and_says_why(tmp_path, capsy
     assert "p(data)" not in out.replace(EVIDENCE_MEANING, "")  # never shown as log p(data) alone
 
 
+@pytest.mark.slow
 def test_pt_says_what_its_evidence_is(tmp_path, capsys):
     write_data(tmp_path / "data.json", generate("mvn_mean", N=20, D=3, seed=7).data)
     metrics, out, _ = run_cli(program_path("mvn_mean"), tmp_path / "data.json", tmp_path, capsys)

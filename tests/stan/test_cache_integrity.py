@@ -50,6 +50,7 @@ print(json.dumps({"built": program.built, "library": str(program.library), "lp":
 def run_program(cache: Path, *, no_compiler: bool = False) -> subprocess.CompletedProcess:
     """Run SCRIPT with ``cache`` as the cache; with no_compiler, PATH holds only Python's folder."""
     env = {**os.environ, "STANACCEL_CACHE": str(cache)}
+    env.pop("STANACCEL_PCH", None)  # a user's first build, as it is by default
     if no_compiler:
         env.pop("CXX", None)
         env["PATH"] = str(Path(sys.executable).parent)
@@ -81,6 +82,7 @@ def copy_of(built_cache, tmp_path) -> tuple[Path, Path]:
     return copy, copy / Path(first["library"]).relative_to(cache)
 
 
+@pytest.mark.slow
 def test_first_build_is_announced(built_cache):
     cache, first, stderr = built_cache
     assert first["built"] is True
@@ -132,6 +134,7 @@ def _garble_4_kib(library: Path) -> None:
         handle.write(b"\xa5" * 4096)
 
 
+@pytest.mark.slow
 def test_garbled_cached_program_is_rebuilt(built_cache, tmp_path):
     # 4 KiB overwritten: the size still matches, so only the SHA-256 finds it (it segfaulted on use).
     cache, library = copy_of(built_cache, tmp_path)
@@ -276,3 +279,30 @@ def test_the_build_message_gives_the_time_builds_took_here(tmp_path, monkeypatch
     assert RECENT_BUILDS == 5
     assert expected_build() == "about 26 s on this machine, as its last 5 builds took"  # 30 25 90 24 26
     assert expected_build(with_bridge=True).startswith("about 26 s and the bridge beside it")
+
+
+@pytest.mark.slow
+def test_the_precompiled_model_header_is_what_gcc_uses(monkeypatch):
+    """With ``STANACCEL_PCH=1`` (as ``make test`` sets) the header is built once in the shared cache,
+    and GCC, given the programs' own flags, takes it in place of the header (``-H`` marks it ``!``)."""
+    from stanaccel.stan.compiler import MODEL_HEADER, PCH_ENV, precompiled_header
+    from stanaccel.stan.toolchain import compiler_version, find_toolchain
+
+    toolchain = find_toolchain()
+    monkeypatch.delenv(PCH_ENV, raising=False)
+    assert precompiled_header(toolchain) is None  # off by default
+    monkeypatch.setenv(PCH_ENV, "1")
+    if "clang" in compiler_version(toolchain.cxx):
+        assert precompiled_header(toolchain) is None
+        return
+    folder = precompiled_header(toolchain)
+    header = folder / f"{MODEL_HEADER}.gch"
+    assert json.loads(manifest_path(header).read_text())["size"] == header.stat().st_size
+    source = "#include <stan/model/model_header.hpp>\nint main() { return 0; }\n"
+    process = subprocess.run(
+        [toolchain.cxx, "-I", str(folder), *toolchain.compile_flags(), "-H", "-fsyntax-only", "-x", "c++",
+         "-"],
+        input=source, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert process.returncode == 0, process.stderr[-2000:]
+    assert f"! {header}" in process.stderr, process.stderr[:2000]

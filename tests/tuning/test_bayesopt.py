@@ -30,6 +30,7 @@ def runs():
     return tuned, searched
 
 
+@pytest.mark.slow
 def test_bayesian_optimisation_finds_the_peak_more_often_than_random_search(runs):
     tuned, searched = runs
     found = sum(near_peak(r.best) for r in tuned)

@@ -39,6 +39,7 @@ inner_steps = 2
 """
 
 
+@pytest.mark.slow
 def test_approximation_study_writes_its_tables(tmp_path, gp_program):
     path = tmp_path / "study.toml"
     path.write_text(STUDY)
@@ -86,6 +87,7 @@ CHEAP = "[[steps.samplers]]".join(  # the study's MH and DC, tuned by the Laplac
 )
 
 
+@pytest.mark.slow
 def test_a_study_step_tunes_its_samplers_by_the_laplace_warm_up(tmp_path, gp_program, capsys):
     path = tmp_path / "study.toml"
     path.write_text(CHEAP)

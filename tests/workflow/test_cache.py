@@ -110,6 +110,7 @@ def test_a_changed_setting_reruns_its_step_and_its_dependants_only(first_run):
     assert _cached(out) == {"data": True, "nuts": True, "hmc": True, "file": False}
 
 
+@pytest.mark.slow
 def test_cached_and_uncached_runs_give_bit_identical_draws(first_run, tmp_path):
     folder, _ = first_run
     path = _write(folder, nuts_draws=40, hmc_draws=70, extra_n=9)
@@ -118,6 +119,7 @@ def test_cached_and_uncached_runs_give_bit_identical_draws(first_run, tmp_path):
         np.testing.assert_array_equal(_draws(tmp_path / "fresh", step), _draws(folder / "out", step))
 
 
+@pytest.mark.slow
 def test_recompute_flag_and_cache_key_rerun_everything(first_run, tmp_path):
     folder, path = first_run
     out = tmp_path / "out"

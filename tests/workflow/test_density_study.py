@@ -23,6 +23,7 @@ stan = { n_inducing = 8, n_normaliser = 100, chains = 1, warmup = 60, draws = 40
 """
 
 
+@pytest.mark.slow
 def test_density_study_writes_its_tables(tmp_path):
     path = tmp_path / "study.toml"
     path.write_text(STUDY)

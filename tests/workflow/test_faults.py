@@ -146,6 +146,7 @@ CLI = [sys.executable, "-m", "stanaccel.cli"]
 
 
 @pytest.mark.parametrize("phase", ["warmup", "sampling"])
+@pytest.mark.slow
 def test_interrupted_nuts_writes_its_draws_and_exits_130(tmp_path, mvn_program, mvn_data_file, phase):
     out = tmp_path / "fit.nc"
     lengths = ["--warmup", "100000000", "--draws", "10"] if phase == "warmup" else ["--warmup", "100"]
@@ -224,6 +225,7 @@ D = 2
 """
 
 
+@pytest.mark.slow
 def test_interrupted_workflow_stops_and_records_it(tmp_path, mvn_program):
     path = tmp_path / "long.toml"
     path.write_text(INTERRUPTED_WORKFLOW)
@@ -246,6 +248,7 @@ def test_cli_continuing_from_another_programs_run_is_refused(tmp_path, gp_model,
 
 
 @pytest.mark.parametrize("method", ["mh", "stt"])
+@pytest.mark.slow
 def test_interrupted_sample_writes_its_draws_and_exits_130(tmp_path, mvn_program, mvn_data_file, method):
     out = tmp_path / "fit.nc"
     command = [*CLI, "sample", "mvn_mean", "--data", str(mvn_data_file), "--method", method, "--chains", "2",
@@ -282,6 +285,7 @@ draws = 20000
 """
 
 
+@pytest.mark.slow
 def test_a_killed_workflow_resumes_its_sample_step_to_the_same_draws(tmp_path, mvn_program):
     """SIGKILL mid-sampling (after the first checkpoints), rerun: the draws of a run never killed."""
     path = tmp_path / "killed.toml"
@@ -359,6 +363,7 @@ PROCESSES_WORKFLOW = KILLED_WORKFLOW.replace("draws = 20000", "draws = 2000000")
 
 
 @pytest.mark.parametrize("command", ["sample", "run"])
+@pytest.mark.slow
 def test_ctrl_c_on_process_workers_is_quiet_and_says_what_was_kept(
     tmp_path, mvn_program, mvn_data_file, command
 ):
@@ -389,6 +394,7 @@ def test_ctrl_c_on_process_workers_is_quiet_and_says_what_was_kept(
         ]  # fmt: skip
 
 
+@pytest.mark.slow
 def test_an_interrupted_sample_file_is_a_warmup_source(tmp_path, mvn_program, mvn_data_file, capsys):
     out = tmp_path / "fit.nc"
     command = [*CLI, "sample", "mvn_mean", "--data", str(mvn_data_file), "--method", "mh", "--chains", "2",
@@ -410,6 +416,7 @@ def test_an_interrupted_sample_file_is_a_warmup_source(tmp_path, mvn_program, mv
         assert "warmup (borrowed)" in said or f"the warm-up from {out} took" in said
 
 
+@pytest.mark.slow
 def test_a_sample_file_of_a_laplace_warmup_is_a_warmup_source(tmp_path, mvn_program, mvn_data_file, capsys):
     """``mh``'s default warm-up (Laplace) adapts no step size: its file keeps the metric and the points."""
     out = tmp_path / "mh.nc"

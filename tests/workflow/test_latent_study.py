@@ -1,5 +1,7 @@
 """The latent study workflow on a tiny logistic regression: rows, labels, tables, the saved autoencoder."""
 
+import pytest
+
 from stanaccel.latent import Autoencoder
 from stanaccel.workflow import run_workflow
 
@@ -53,6 +55,7 @@ n_steps = 3
 """
 
 
+@pytest.mark.slow
 def test_latent_study_writes_its_tables(tmp_path, logistic_program, logistic_latent_program):
     path = tmp_path / "study.toml"
     path.write_text(STUDY)

@@ -40,6 +40,7 @@ inner_steps = 2
 """
 
 
+@pytest.mark.slow
 def test_pde_study_writes_its_tables(tmp_path):
     path = tmp_path / "study.toml"
     path.write_text(STUDY)

@@ -79,6 +79,7 @@ def test_subsampled_ladder_of_stan_instances_is_nested(mvn):
 
 
 @pytest.mark.parametrize("method", ["pt", "stt"])
+@pytest.mark.slow
 def test_tempering_on_stan_recovers_the_exact_posterior(mvn, method):
     model, data = mvn
     mean, cov = exact_posterior(data)
@@ -96,6 +97,7 @@ def test_tempering_on_stan_recovers_the_exact_posterior(mvn, method):
     assert set(run.constrained) == {"theta"}
 
 
+@pytest.mark.slow
 def test_tempering_study_writes_its_tables(tmp_path, gp_program):
     path = tmp_path / "study.toml"
     path.write_text(STUDY)

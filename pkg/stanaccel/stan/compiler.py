@@ -21,11 +21,12 @@ the warnings but drops the rest; a command-line program calls
 :func:`enable_build_messages` to see them all.
 
 A precompiled header of Stan's ``model_header.hpp`` (which the generated
-C++ includes first) was measured and left out: GCC uses it, and it makes a
-program's compile 7 to 10 s shorter (``gp_ard`` 27 s to 18 s), but building
-it takes 26 s and 800 MB of disk, which would lengthen the first run (33 s
-to about 44 s, as it cannot overlap the program it serves) and pays back
-only from the fourth program built.
+C++ includes first) is built where ``$STANACCEL_PCH`` is ``1``
+(:data:`PCH_ENV`; GCC only): it makes each program's compile 7 to 10 s
+shorter (``gp_ard`` 27 s to 18 s), but building it takes 26 s and 800 MB of
+disk, so it pays back only from the fourth program built. ``make test``
+turns it on (the suite builds some twenty programs); by default it is off.
+On a first build it is made while the bridge compiles, before the program.
 """
 
 from __future__ import annotations
@@ -54,6 +55,8 @@ from stanaccel.stan.toolchain import Toolchain, compiler_version, find_toolchain
 logger = logging.getLogger(__name__)
 
 MESSAGES_LOGGER = "stanaccel.stan"
+PCH_ENV = "STANACCEL_PCH"
+"""Set to ``1`` to build and use a precompiled header of Stan's model header (:func:`precompiled_header`)."""
 BRIDGE_SOURCE = Path(__file__).with_name("bridge.cpp")
 MODULE_INIT = """#include <Python.h>
 extern "C" PyObject *stanaccel_create_module(const char *name);
@@ -292,9 +295,12 @@ def build_program(
         cpp_path = Path(tmp) / f"{name}.cpp"
         cpp_path.write_text(cpp)
         obj = Path(tmp) / f"{name}.o"
+        header = precompiled_header(toolchain)
         toolchain.run_compiler(
-            [*toolchain.compile_flags(), "-c", str(cpp_path), "-o", str(obj)], f"program {name}"
-        )
+            [*(["-I", str(header)] if header else []), *toolchain.compile_flags(), "-c", str(cpp_path),
+             "-o", str(obj)],
+            f"program {name}",
+        )  # fmt: skip
         init_path = Path(tmp) / "module_init.cpp"
         init_path.write_text(MODULE_INIT.format(module=module))
         toolchain.run_compiler(
@@ -376,6 +382,43 @@ def bridge_object(toolchain: Toolchain) -> Path:
 
     build_once(target, build, "stanaccel's Stan bridge")
     return target
+
+
+MODEL_HEADER = "stan/model/model_header.hpp"
+
+
+def precompiled_header(toolchain: Toolchain) -> Path | None:
+    """The folder of a precompiled ``model_header.hpp``, built once and cached; None unless asked for.
+
+    Asked for by ``$STANACCEL_PCH=1``, and only with GCC, which looks for
+    ``<header>.gch`` in each include folder before the header itself: the
+    folder goes first on the include path. It is built with the programs'
+    own flags (GCC uses it only where they match, and silently falls back
+    to the header where they do not), keyed by them and the compiler.
+    """
+    if os.environ.get(PCH_ENV) != "1":
+        return None
+    version = compiler_version(toolchain.cxx)
+    if not version.startswith(("g++", "c++")) or "clang" in version:
+        return None
+    key = content_hash(toolchain.identity(), version)
+    folder = cache_dir() / "pch" / key
+    target = folder / f"{MODEL_HEADER}.gch"
+
+    def build(tmp_header: Path) -> dict[str, str]:
+        logger.info("compiling Stan's model header once, to speed up the builds after it (%s)", PCH_ENV)
+        start = time.perf_counter()
+        toolchain.run_compiler(
+            [*toolchain.compile_flags(), "-x", "c++-header", str(toolchain.include_dir / MODEL_HEADER),
+             "-o", str(tmp_header)],
+            "Stan's model header (precompiled)",
+        )  # fmt: skip
+        logger.info("compiled Stan's model header in %.0f s", time.perf_counter() - start)
+        return {"compiler": version}
+
+    target.parent.mkdir(parents=True, exist_ok=True)
+    build_once(target, build, "Stan's precompiled model header")
+    return folder
 
 
 _rebuilt: dict[tuple[str, str], CompiledProgram] = {}
