@@ -14,6 +14,7 @@ def test_smaller_data_sets_are_prefixes_of_larger_ones(name, key):
     np.testing.assert_allclose(np.asarray(large[key])[:16], small[key], rtol=1e-9, atol=1e-12)
 
 
+@pytest.mark.slow
 def test_gp_ard_inputs_scale_with_the_mean_length_scale():
     dataset = generate("gp_ard", N=4000, D=3, seed=1)
     sd = np.asarray(dataset.data["x"]).std()

@@ -147,6 +147,7 @@ def test_missing_dask_names_the_extra(monkeypatch):
         executor_from("dask:local:1")
 
 
+@pytest.mark.slow
 def test_a_stan_model_rebuilt_on_a_worker(dask_executor, mvn_model):
     point = np.full(mvn_model.dim, -0.2)
     values = dask_executor.map(_log_density_at, [(mvn_model, point)] * 2)
@@ -319,6 +320,7 @@ def test_batch_parts_on_workers_are_rejected_where_undefined_and_counted(dask_ex
 
 
 @pytest.mark.filterwarnings("ignore:Port 8787 is already in use")  # the module's cluster has it
+@pytest.mark.slow
 def test_batches_are_evaluated_here_once_the_workers_are_lost(mvn_model):
     import os
 

@@ -131,6 +131,7 @@ def test_report_step_writes_one_self_contained_page(run_folder):
     assert [s["name"] for s in run["steps"]][-1] == "report"
 
 
+@pytest.mark.slow
 def test_page_loads_without_console_errors_or_requests(page, run_folder):
     severe = [entry for entry in page["console"] if entry["level"] == "SEVERE"]
     assert severe == []
@@ -140,6 +141,7 @@ def test_page_loads_without_console_errors_or_requests(page, run_folder):
     assert (run_folder / "report.html").as_uri() in page["requests"]
 
 
+@pytest.mark.slow
 def test_sections_and_figures_are_there_and_visible(page, browser, tmp_path_factory):
     from selenium.webdriver.common.by import By
 
@@ -161,6 +163,7 @@ def test_sections_and_figures_are_there_and_visible(page, browser, tmp_path_fact
     print(f"screenshot: {screenshot}")
 
 
+@pytest.mark.slow
 def test_page_shows_the_samplers_statistics_and_flags_the_approximate_one(page, browser):
     from selenium.webdriver.common.by import By
 
@@ -312,6 +315,7 @@ def test_ess_bars_start_at_0_when_the_values_are_nearly_equal():
     assert ax.get_xscale() == "log" and (low, high) == (0.1, 100)
 
 
+@pytest.mark.slow
 def test_a_long_ladder_fits_the_page_in_the_browser(long_ladder, browser, tmp_path_factory):
     from selenium.webdriver.common.by import By
 

@@ -47,6 +47,7 @@ def test_training_reconstructs_the_dominant_directions(trained, draws):
     assert trained.latent_dim == LATENT and trained.dim == D
 
 
+@pytest.mark.slow
 def test_numpy_decoder_and_its_vjp_match_tensorflow(trained, draws):
     import tensorflow as tf
 
@@ -65,6 +66,7 @@ def test_numpy_decoder_and_its_vjp_match_tensorflow(trained, draws):
         np.testing.assert_allclose(maps.decode_vjp(z, vector)[1], expected, atol=1e-6, rtol=0)
 
 
+@pytest.mark.slow
 def test_save_and_load_round_trip(trained, draws, tmp_path):
     trained.save(tmp_path / "ae")
     loaded = Autoencoder.load(tmp_path / "ae")
@@ -79,6 +81,7 @@ def test_save_and_load_round_trip(trained, draws, tmp_path):
         Autoencoder.load(tmp_path / "missing")
 
 
+@pytest.mark.slow
 def test_decoder_data_for_the_latent_stan_program(trained):
     maps = trained.maps()
     data = decoder_data(maps)

@@ -86,6 +86,7 @@ def test_every_method_writes_what_nuts_writes(files, results, method):
     assert result.quantities_failed == 0 and not idata.sample_stats["quantities_failed"].values.any()
 
 
+@pytest.mark.slow
 def test_nuts_writes_log_lik_as_the_log_likelihood_group(files, results):
     _, data = files
     nuts = results["nuts"]

@@ -96,6 +96,7 @@ def test_first_build_is_announced(built_cache):
 
 
 @pytest.mark.skipif(available_cores() < 2, reason="the bridge is built concurrently only with 2+ cores")
+@pytest.mark.slow
 def test_bridge_and_first_program_compile_at_the_same_time(built_cache):
     times = {}
     for seconds, message in built_cache[1]["messages"]:
@@ -109,6 +110,7 @@ def test_bridge_and_first_program_compile_at_the_same_time(built_cache):
     assert times["compiled stanaccel"] <= times["compiled anon"], times  # the link waits for the bridge
 
 
+@pytest.mark.slow
 def test_cached_program_has_a_manifest(built_cache):
     cache, first, _ = built_cache
     library = Path(first["library"])
@@ -153,6 +155,7 @@ def test_garbled_cached_program_is_rebuilt(built_cache, tmp_path):
     [(_truncate_to_half, "size"), (_truncate_to_zero, "size 0 != ")],
     ids=["truncated-to-half", "truncated-to-zero"],
 )
+@pytest.mark.slow
 def test_truncated_cached_program_is_removed_not_loaded(built_cache, tmp_path, damage, reason):
     # Without a compiler the rebuild cannot happen, so this costs no compile: what matters is that
     # the damaged library is found and removed before loading (half of it gave a bus error).
@@ -165,6 +168,7 @@ def test_truncated_cached_program_is_removed_not_loaded(built_cache, tmp_path, d
     assert not library.exists() and not manifest_path(library).exists()
 
 
+@pytest.mark.slow
 def test_cached_program_that_does_not_load_is_removed(built_cache, tmp_path):
     # Matches its manifest but is no library: import fails, the entry goes, and
     # the rebuild (here without a compiler) says why it cannot happen.
@@ -180,6 +184,7 @@ def test_cached_program_that_does_not_load_is_removed(built_cache, tmp_path):
     assert not library.exists() and not manifest_path(library).exists()
 
 
+@pytest.mark.slow
 def test_cached_program_loads_without_a_compiler(built_cache):
     cache, first, _ = built_cache
     loaded = outcome(run_program(cache, no_compiler=True))

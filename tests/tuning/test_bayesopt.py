@@ -39,6 +39,7 @@ def test_bayesian_optimisation_finds_the_peak_more_often_than_random_search(runs
     assert found >= 6, found
 
 
+@pytest.mark.slow
 def test_result_records_every_trial(runs):
     result = runs[0][0]
     assert len(result.trials) == 20 and result.method == "bayesian optimisation"
@@ -51,6 +52,7 @@ def test_result_records_every_trial(runs):
     assert [row["trial"] for row in rows] == list(range(1, 21)) and "predicted" in rows[0]
 
 
+@pytest.mark.slow
 def test_random_search_keeps_the_highest_value(runs):
     result = runs[1][0]
     assert result.best_value == max(t.value for t in result.trials)
