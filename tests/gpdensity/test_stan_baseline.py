@@ -127,10 +127,10 @@ def test_stan_data_refuses_bad_input():
 def test_nuts_fit_of_a_bimodal_density(gp_density_program):
     truth = target("bimodal_1d")
     data = truth.sample(150, np.random.default_rng(0))
-    grid, cell = truth.grid(300)
-    fit = fit_stan_baseline(data, at=grid, n_inducing=20, n_normaliser=300, chains=2, warmup=200, draws=200,
+    grid, cell = truth.grid(150)
+    fit = fit_stan_baseline(data, at=grid, n_inducing=20, n_normaliser=150, chains=2, warmup=200, draws=200,
                             seed=0)  # fmt: skip
-    assert fit["density"].shape == (2, 200, 300) and np.all(np.isfinite(fit["density"]))
+    assert fit["density"].shape == (2, 200, 150) and np.all(np.isfinite(fit["density"]))
     assert fit["amplitude"].shape == (2, 200) and fit["lengthscale"].shape == (2, 200, 1)
     assert fit["mu0"].shape == (2, 200)
     assert fit["divergences"] <= 3
