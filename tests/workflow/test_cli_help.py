@@ -33,3 +33,17 @@ def test_help_lists_exactly_the_bundled_programs(capsys):
     text = " ".join(capsys.readouterr().out.split())
     bundled = bundled_programs()
     assert f"({', '.join(bundled)})" in text
+
+
+def test_a_missing_program_file_is_named_before_the_heavy_imports():
+    """``stanaccel sample`` with no such file says so before ArviZ (and the samplers) are imported."""
+    import subprocess
+    import sys
+
+    script = (
+        "import sys\nfrom stanaccel.cli import main\ncode = main(['sample', 'no-such-file.stan', '-q'])\n"
+        "print(code, 'arviz' in sys.modules)"
+    )
+    process = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert process.stdout.split() == ["2", "False"], process.stderr
+    assert "Stan program file not found: 'no-such-file.stan'" in process.stderr
