@@ -511,7 +511,7 @@ def _sample_auto(
     if quick:
         result = _nuts_at_once(quick, model, auto, seed, seeds, progress, say, checkpoint, start)
         rhat = split_rhat(_unconstrained(result))
-        if not rhat > CHECK_RHAT:
+        if result.interrupted or not rhat > CHECK_RHAT:  # a stopped run keeps its draws, and stops
             return result
         say(f"auto: Stan's NUTS did not mix (R-hat {rhat:.3g}, above {CHECK_RHAT:g}): its "
             f"{time.perf_counter() - start:.1f} s are charged, and the others are piloted")  # fmt: skip
