@@ -57,8 +57,10 @@ model {
 
 
 @pytest.fixture(scope="module")
-def poor_program():
-    return compile_program(POOR_GAUSSIAN)
+def poor_program(tmp_path_factory):
+    path = tmp_path_factory.mktemp("programs") / "poor.stan"  # the name test_cheap_warmup builds it under
+    path.write_text(POOR_GAUSSIAN)
+    return compile_program(path)
 
 
 def test_pathfinder_recovers_a_gaussian_posterior(mvn_model, mvn_data):
