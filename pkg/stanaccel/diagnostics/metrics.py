@@ -592,6 +592,25 @@ def ess_by_coordinate(draws: np.ndarray) -> np.ndarray:
     return out
 
 
+def split_rhat(draws: np.ndarray) -> float:
+    """The largest split R-hat (Gelman et al., BDA3 11.4) over the coordinates of ``draws`` (chains,
+    draws, dim); NaN for one chain or constant draws.
+
+    Not rank-normalised: ``sampling.auto`` asks only whether a quick run's chains are stuck apart, and at a
+    tenth of a millisecond it costs a run of a tenth of a second nothing (ArviZ's takes milliseconds).
+    """
+    chains, n, _ = draws.shape
+    if chains < 2 or n < 4:
+        return float("nan")
+    half = n // 2
+    split = np.concatenate([draws[:, :half], draws[:, n - half :]], axis=0)
+    within = split.var(axis=1, ddof=1).mean(axis=0)
+    between = half * split.mean(axis=1).var(axis=0, ddof=1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        rhat = np.sqrt(((half - 1) / half * within + between / half) / within)
+    return float(np.nanmax(rhat)) if np.isfinite(rhat).any() else float("nan")
+
+
 @numpy_path()
 def worst_rhat(draws: np.ndarray) -> float:
     """The largest rank-normalised split R-hat over the coordinates of ``draws`` (chains, draws, dim).

@@ -91,7 +91,7 @@ from scipy.stats import norm
 
 from stanaccel.diagnostics import reference_z_scores, worst_ess, worst_rhat
 from stanaccel.diagnostics.funnel import Funnel, find_funnel
-from stanaccel.diagnostics.metrics import ess_by_coordinate
+from stanaccel.diagnostics.metrics import ess_by_coordinate, split_rhat
 from stanaccel.diagnostics.modes import mode_gap
 from stanaccel.errors import ConfigError
 from stanaccel.executors import SerialExecutor
@@ -748,25 +748,6 @@ def _nuts_at_once(why, model, auto, seed, seeds, progress, say, checkpoint, star
         "warmup": {}, "modes": {}, "funnel": None, "skipped": {}, "pilots": [],
     }  # fmt: skip
     return result
-
-
-def split_rhat(draws: np.ndarray) -> float:
-    """The largest split R-hat (Gelman et al., BDA3 11.4) over the coordinates of ``draws`` (chains,
-    draws, dim); NaN for one chain or constant draws.
-
-    Not rank-normalised: it is only asked whether a quick run's chains are stuck apart, and at a
-    tenth of a millisecond it costs a run of a tenth of a second nothing (ArviZ's takes milliseconds).
-    """
-    chains, n, _ = draws.shape
-    if chains < 2 or n < 4:
-        return float("nan")
-    half = n // 2
-    split = np.concatenate([draws[:, :half], draws[:, n - half :]], axis=0)
-    within = split.var(axis=1, ddof=1).mean(axis=0)
-    between = half * split.mean(axis=1).var(axis=0, ddof=1)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        rhat = np.sqrt(((half - 1) / half * within + between / half) / within)
-    return float(np.nanmax(rhat)) if np.isfinite(rhat).any() else float("nan")
 
 
 def _order(spec: MethodSpec) -> int:
