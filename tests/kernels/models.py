@@ -1,7 +1,8 @@
 """NumPy targets with known answers for kernel tests (no Stan compile needed)."""
 
+import math
+
 import numpy as np
-from scipy.special import logsumexp
 
 from stanaccel.datasets import generate
 from stanaccel.datasets.mvn_mean import exact_posterior
@@ -51,18 +52,26 @@ MIXTURE_WEIGHT_RIGHT = 0.7
 
 
 def mixture_density() -> FunctionDensity:
-    means, sd, log_w = np.array([-3.0, 3.0]), 0.5, np.log([0.3, 0.7])
+    # Scalar arithmetic: the tempering tests evaluate it some 10^5 times, where SciPy's
+    # logsumexp took 80% of their time.
+    (left, right), sd, (log_left, log_right) = (-3.0, 3.0), 0.5, np.log([0.3, 0.7])
+    log_norm = math.log(sd * math.sqrt(2 * math.pi))
 
     def parts(x):
-        return log_w - 0.5 * ((x[0] - means) / sd) ** 2 - np.log(sd * np.sqrt(2 * np.pi))
+        t = float(x[0])
+        return (
+            log_left - 0.5 * ((t - left) / sd) ** 2 - log_norm,
+            log_right - 0.5 * ((t - right) / sd) ** 2 - log_norm,
+        )
 
     def log_density(x):
-        return logsumexp(parts(x))
+        return float(np.logaddexp(*parts(x)))
 
     def gradient(x):
-        p = parts(x)
-        w = np.exp(p - logsumexp(p))
-        return np.array([np.sum(w * -(x[0] - means) / sd**2)])
+        a, b = parts(x)
+        w_right = 0.5 * (1 + math.tanh((b - a) / 2))  # the right component's share, 1 / (1 + e^(a - b))
+        t = float(x[0])
+        return np.array([-((1 - w_right) * (t - left) + w_right * (t - right)) / sd**2])
 
     return FunctionDensity(1, log_density, gradient)
 

@@ -11,6 +11,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 import pytest
 
+from stanaccel.datasets import generate
 from stanaccel.stan import StanDomainError, StanModel
 
 
@@ -77,3 +78,18 @@ def test_a_point_that_is_not_numbers_is_named(model):
         model.log_density_gradient("abc")
     with pytest.raises(ValueError, match=r"has shape \(\), expected \(1,\)"):
         model.log_density(None)
+
+
+def test_a_cheap_evaluation_keeps_the_gil_and_an_expensive_one_releases_it(model, gp_program):
+    # The reject program's gradient takes about a microsecond: the GIL stays held, as a hand-off would
+    # cost more. A call stretched past 10 us (the machine busy elsewhere) releases it once; so, most.
+    kept = 0
+    for _ in range(100):
+        model.log_density_gradient(np.array([0.5]))
+        kept += not model.releases_gil
+    assert kept >= 50
+    # A Gaussian process on 80 points (a Cholesky factor with autodiff: about a millisecond) releases it.
+    gp = StanModel(gp_program, generate("gp_ard", N=80, D=2, seed=3).data)
+    for _ in range(5):
+        gp.log_density_gradient(np.zeros(gp.dim))
+        assert gp.releases_gil
