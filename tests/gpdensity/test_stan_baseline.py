@@ -128,11 +128,13 @@ def test_nuts_fit_of_a_bimodal_density(gp_density_program):
     truth = target("bimodal_1d")
     data = truth.sample(150, np.random.default_rng(0))
     grid, cell = truth.grid(150)
-    fit = fit_stan_baseline(data, at=grid, n_inducing=20, n_normaliser=150, chains=2, warmup=200, draws=200,
+    # 15 inducing points, 100 normaliser points, 150 draws (was 20, 150, 200: half the time): the
+    # estimate's Hellinger distance is 0.45 of the Gaussian base's (0.42 before), its normaliser 0.990.
+    fit = fit_stan_baseline(data, at=grid, n_inducing=15, n_normaliser=100, chains=2, warmup=150, draws=150,
                             seed=0)  # fmt: skip
-    assert fit["density"].shape == (2, 200, 150) and np.all(np.isfinite(fit["density"]))
-    assert fit["amplitude"].shape == (2, 200) and fit["lengthscale"].shape == (2, 200, 1)
-    assert fit["mu0"].shape == (2, 200)
+    assert fit["density"].shape == (2, 150, 150) and np.all(np.isfinite(fit["density"]))
+    assert fit["amplitude"].shape == (2, 150) and fit["lengthscale"].shape == (2, 150, 1)
+    assert fit["mu0"].shape == (2, 150)
     assert fit["divergences"] <= 3
     assert fit["warmup_seconds"] > 0 and fit["sampling_seconds"] > 0 and fit["step_size"] > 1e-2
     assert abs(fit["density_mean"].sum() * cell - 1) < 0.05  # the Monte Carlo normaliser is close
