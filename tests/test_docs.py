@@ -1,8 +1,8 @@
 """The documentation site builds with warnings as errors, and its pages hold what they should.
 
-`make test` builds the site first (`make docs`) and names the build in
-``STANACCEL_DOCS_HTML``; run alone, this file builds it into a temporary folder
-(about 20 s: no notebooks run; autodoc imports the package).
+The site is built into a temporary folder (about 20 s: no notebooks run; autodoc
+imports the package), in one worker of `make test` while the others run tests;
+``STANACCEL_DOCS_HTML`` names a site already built (``make docs``) to check instead.
 """
 
 import os
