@@ -169,7 +169,7 @@ class Autoencoder:
         hidden = min(dim, hidden or max(2 * latent_dim, 8))
         if not 0 < validation_fraction < 1:
             raise ValueError(f"validation_fraction must be in (0, 1), not {validation_fraction}")
-        keras = _keras()
+        tf, keras = import_keras("the autoencoder of the latent methods")
         keras.utils.set_random_seed(seed)
         mean, scale = draws.mean(axis=0), draws.std(axis=0)
         x = (draws - mean) / scale
@@ -181,16 +181,18 @@ class Autoencoder:
         inputs = keras.Input((dim,))
         model = keras.Model(inputs, decoder(encoder(inputs)))
         model.compile(optimizer=keras.optimizers.Adam(learning_rate), loss="mse", jit_compile=True)
+        validation = _held_out_error(tf, keras, model, x_val)
         stop = keras.callbacks.EarlyStopping(
             monitor="val_loss", patience=patience, min_delta=min_delta, restore_best_weights=True
         )
         start = time.perf_counter()
-        history = model.fit(x_train, x_train, validation_data=(x_val, x_val), epochs=epochs,
-                            batch_size=batch_size, callbacks=[stop], verbose=0, shuffle=True)  # fmt: skip
+        history = model.fit(
+            x_train, x_train, epochs=epochs, batch_size=batch_size, callbacks=[validation, stop], verbose=0
+        )
         report = TrainingReport(
             epochs=len(history.history["loss"]),
             train_loss=[float(v) for v in history.history["loss"]],
-            validation_loss=[float(v) for v in history.history["val_loss"]],
+            validation_loss=validation.losses,
             n_train=len(x_train),
             n_validation=n_val,
             seconds=time.perf_counter() - start,
@@ -266,6 +268,29 @@ class Autoencoder:
         report = TrainingReport(**meta["report"])
         return cls(encoder, decoder, meta["mean"], meta["scale"], meta["architecture"], report,
                    meta.get("latent_mean"), meta.get("latent_cov"))  # fmt: skip
+
+
+def _held_out_error(tf, keras, model, x_val):
+    """A Keras callback that puts the held-out draws' mean squared reconstruction error in ``val_loss``.
+
+    One compiled call an epoch, where Keras's own validation (``validation_data``)
+    builds a new input pipeline every epoch: on warm-up-sized data that took
+    as long as the training itself. It must come before ``EarlyStopping`` in
+    the callback list, which reads it; ``losses`` keeps every epoch's.
+    """
+    held_out = tf.constant(x_val)
+    error = tf.function(lambda: tf.reduce_mean(tf.square(model(held_out, training=False) - held_out)))
+
+    class HeldOutError(keras.callbacks.Callback):
+        def __init__(self):
+            super().__init__()
+            self.losses: list[float] = []
+
+        def on_epoch_end(self, epoch, logs=None):
+            self.losses.append(float(error()))
+            logs["val_loss"] = self.losses[-1]
+
+    return HeldOutError()
 
 
 def _keras():
