@@ -88,7 +88,7 @@ def test_a_cheap_evaluation_keeps_the_gil_and_an_expensive_one_releases_it(model
         model.log_density_gradient(np.array([0.5]))
         kept += not model.releases_gil
     assert kept >= 50
-    # A Gaussian process on 80 points (a Cholesky factor with autodiff: about a millisecond) releases it.
+    # A Gaussian process on 80 points (a Cholesky factor with autodiff: about 0.5 ms) releases it.
     gp = StanModel(gp_program, generate("gp_ard", N=80, D=2, seed=3).data)
     for _ in range(5):
         gp.log_density_gradient(np.zeros(gp.dim))
