@@ -169,7 +169,7 @@ class Autoencoder:
         hidden = min(dim, hidden or max(2 * latent_dim, 8))
         if not 0 < validation_fraction < 1:
             raise ValueError(f"validation_fraction must be in (0, 1), not {validation_fraction}")
-        tf, keras = import_keras("the autoencoder of the latent methods")
+        tf, keras = _tensorflow_and_keras()
         keras.utils.set_random_seed(seed)
         mean, scale = draws.mean(axis=0), draws.std(axis=0)
         x = (draws - mean) / scale
@@ -293,8 +293,12 @@ def _held_out_error(tf, keras, model, x_val):
     return HeldOutError()
 
 
+def _tensorflow_and_keras():
+    return import_keras("the autoencoder of the latent methods")
+
+
 def _keras():
-    return import_keras("the autoencoder of the latent methods")[1]
+    return _tensorflow_and_keras()[1]
 
 
 def _build(keras, architecture: str, dim: int, latent_dim: int, hidden: int):

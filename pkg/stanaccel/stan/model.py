@@ -53,8 +53,8 @@ class StanModel:
     evaluation took under 10 microseconds: handing the GIL over costs more
     than such an evaluation, and with chains in threads the hand-offs queue
     (four chains of a 1-microsecond gradient ran 2.4 times slower than in
-    turn); ``releases_gil`` says which the next one does. One instance may be evaluated
-    from several threads at once (``thread_safe``: Stan's model is read-only
+    turn); ``releases_gil`` says which the next one does. One instance may
+    be evaluated from several threads at once (``thread_safe``: Stan's model is read-only
     and each thread has its own autodiff tape; the counters are updated
     under a lock), as a batch of proposals is. Where the density is undefined
     (Stan ``domain_error`` or ``reject``) they raise
