@@ -13,10 +13,10 @@ STAMP := $(VENV)/.installed-stamp
 $(STAMP): pyproject.toml
 	@command -v g++ >/dev/null || command -v c++ >/dev/null || { \
 	  echo "stanaccel needs a C++ compiler to build Stan programs (Debian: apt-get install g++)"; exit 1; }
-	@echo "Setting up .venv: stanaccel and its dependencies (over 2.4 GB with TensorFlow, 1-3 minutes on first use)"
+	@echo "Setting up .venv: stanaccel and its dependencies (over 2.4 GB with TensorFlow, under a minute on first use)"
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e ".[dev]"
+	$(BIN)/pip install --quiet uv
+	$(BIN)/uv pip install --quiet --python $(BIN)/python -e ".[dev]"
 	touch $(STAMP)
 
 demo: $(STAMP)
