@@ -143,7 +143,7 @@ def test_same_seed_same_draws(files):
             folder / "regression.stan",
             folder / "regression.json",
             "stt",
-            {"warmup": 200, "draws": 100, "observations": OBSERVATIONS},
+            {"warmup": 200, "draws": 100, "observations": OBSERVATIONS, "levels": 3},  # its ladder placed too
             seed=4,
             progress=False,
         ).draws()
