@@ -111,14 +111,21 @@ def kernels():
     }
 
 
+# (draws, warm-up) per chain. The tempering kernels mix in few draws but each costs a ladder of
+# HMC trajectories: 600 (100) keep their broken twins of test_invariance (TT without a factor, PT
+# and SPT with a flipped swap ratio) failing here at |z| 6-7, 10-11 and 19-22 (limit 3.66).
+RUN_LENGTH = {"PT (HMC)": (600, 100), "SPT (HMC)": (600, 100), "TT (HMC)": (600, 100)}
+
+
 @pytest.mark.parametrize("name", list(kernels()))
 @pytest.mark.slow
 def test_exact_kernel_recovers_the_posterior(name):
     kernel = kernels()[name]
     assert kernel.exact
     starts = MEAN + SD * np.random.default_rng(0).normal(size=(4, DIM)) * 3
-    run = run_chains(kernel, starts, 1500, seed=42)
-    idata = to_inference_data({"posterior": {"theta": run.positions[:, 300:]}})
+    draws, warmup = RUN_LENGTH.get(name, (1500, 300))
+    run = run_chains(kernel, starts, draws, seed=42)
+    idata = to_inference_data({"posterior": {"theta": run.positions[:, warmup:]}})
     z_mean, z_sd = mcse_z_scores(idata, "theta", MEAN, SD)
     limit = z_limit(2 * DIM)
     assert np.all(np.abs(z_mean) < limit), (name, z_mean)
