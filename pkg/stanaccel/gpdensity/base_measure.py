@@ -64,7 +64,8 @@ class GaussianBase:
             raise ValueError(f"{n} points cannot fit a {dim}-dimensional base measure")
         centre = points.mean(axis=0)
         scatter = (points - centre).T @ (points - centre)
-        cov = np.atleast_2d(invwishart(df=n - 1, scale=scatter).rvs(random_state=rng))
+        # unfrozen: the same draw as invwishart(df, scale).rvs, without building a frozen distribution
+        cov = np.atleast_2d(invwishart.rvs(df=n - 1, scale=scatter, random_state=rng))
         chol = np.linalg.cholesky(cov)
         return cls(centre + chol @ rng.standard_normal(dim) / np.sqrt(n), chol)
 
