@@ -96,9 +96,8 @@ def sigint_handled():
 
 
 OWN_CACHE_FIRST = ("tests/stan/test_cache_integrity.py",)
-"""Files that build the bridge in a cache of their own (about 90 s of one core). Run first, and niced,
-so that on a cold cache they keep busy the core that would otherwise wait for the shared cache's first
-build, without slowing that build."""
+"""Files that build the bridge in a cache of their own (about 90 s of one core). Run first, so that on
+a cold cache they keep busy the core that would otherwise wait for the shared cache's first build."""
 
 
 def pytest_collection_modifyitems(items):

@@ -48,14 +48,13 @@ print(json.dumps({"built": program.built, "library": str(program.library), "lp":
 
 
 def run_program(
-    cache: Path, *, no_compiler: bool = False, header: bool = False, niced: bool = False
+    cache: Path, *, no_compiler: bool = False, header: bool = False
 ) -> subprocess.CompletedProcess:
     """Run SCRIPT with ``cache`` as the cache; with no_compiler, PATH holds only Python's folder.
 
     Builds go without the precompiled header, as a user's first build does by default; with
     ``header``, a rebuild uses the one the suite shares (``make test`` sets ``STANACCEL_PCH``),
-    linked into ``cache``: 10 s of compiling instead of 25. ``niced`` runs it (and its compiler)
-    at a lower priority: see ``built_cache``.
+    linked into ``cache``: 10 s of compiling instead of 25.
     """
     env = {**os.environ, "STANACCEL_CACHE": str(cache)}
     if header and env.get("STANACCEL_PCH") == "1":
@@ -67,9 +66,8 @@ def run_program(
         env["PATH"] = str(Path(sys.executable).parent)
         assert shutil.which("g++", path=env["PATH"]) is None and shutil.which("c++", path=env["PATH"]) is None
     return subprocess.run(
-        [sys.executable, "-c", SCRIPT, PROGRAM], env=env, capture_output=True, text=True, timeout=900,
-        preexec_fn=(lambda: os.nice(10)) if niced else None,
-    )  # fmt: skip
+        [sys.executable, "-c", SCRIPT, PROGRAM], env=env, capture_output=True, text=True, timeout=600
+    )
 
 
 def outcome(process: subprocess.CompletedProcess) -> dict:
@@ -80,14 +78,9 @@ def outcome(process: subprocess.CompletedProcess) -> dict:
 
 @pytest.fixture(scope="module")
 def built_cache(tmp_path_factory):
-    """A private cache in which PROGRAM (and the bridge) were just built; and that run's outcome.
-
-    Niced: on a cold cache this build runs beside the shared cache's first (``make test`` starts it
-    in the background), which every other test waits for; at the same priority the two bridges
-    shared the cores and the shared one finished late, one core idle for 35 s while all waited.
-    """
+    """A private cache in which PROGRAM (and the bridge) were just built; and that run's outcome."""
     cache = tmp_path_factory.mktemp("stanaccel-cache")
-    process = run_program(cache, niced=True)
+    process = run_program(cache)
     return cache, outcome(process), process.stderr
 
 
