@@ -95,15 +95,6 @@ def sigint_handled():
     signal.signal(signal.SIGINT, previous)
 
 
-OWN_CACHE_FIRST = ("tests/stan/test_cache_integrity.py",)
-"""Files that build the bridge in a cache of their own (about 90 s of one core). Run first, so that on
-a cold cache they keep busy the core that would otherwise wait for the shared cache's first build."""
-
-
-def pytest_collection_modifyitems(items):
-    items.sort(key=lambda item: item.nodeid.split("::")[0] not in OWN_CACHE_FIRST)  # a stable sort
-
-
 CHECK_SECONDS = 2.0
 """A test longer than this (set-up, call and tear-down, with the compile cache warm) is marked
 ``@pytest.mark.slow``: ``make check`` runs the others, in under two minutes."""

@@ -371,14 +371,15 @@ def bridge_object(toolchain: Toolchain) -> Path:
     target = bridge_object_path(toolchain)
 
     def build(tmp_object: Path) -> dict[str, str]:
-        logger.info("compiling stanaccel's Stan bridge (once per machine, up to a minute)")
+        logger.info("compiling stanaccel's Stan bridge (once per machine: one to three minutes on one core)")
         start = time.perf_counter()
         toolchain.run_compiler(
             [*toolchain.compile_flags(), "-c", str(BRIDGE_SOURCE), "-o", str(tmp_object)],
             "stanaccel's Stan bridge",
         )
-        logger.info("compiled stanaccel's Stan bridge in %.0f s", time.perf_counter() - start)
-        return {"compiler": version}
+        seconds = time.perf_counter() - start
+        logger.info("compiled stanaccel's Stan bridge in %.0f s", seconds)
+        return {"compiler": version, "seconds": round(seconds, 1)}
 
     build_once(target, build, "stanaccel's Stan bridge")
     return target
