@@ -174,33 +174,6 @@ def logistic_data(n: int, k: int = 5, seed: int = 0, correlation: float = 0.5) -
     return {"N": n, "K": k, "X": X, "y": y, "prior_scale": 5.0}
 
 
-# REGRESSION made deliberately expensive at the same posterior: the log likelihood is computed
-# `repeats` times and divided by that many, so each gradient costs about `repeats` times more
-# (about a millisecond at repeats = 2000) while the posterior stays the Gaussian of
-# regression_posterior. For `--method auto`, which must choose differently when the density is dear.
-EXPENSIVE_REGRESSION = """
-data {
-  int<lower=2> N;
-  vector[N] x;
-  vector[N] y;
-  real<lower=0> sigma;
-  real<lower=0> beta;
-  int<lower=1> repeats;
-}
-parameters {
-  vector[2] coef;
-}
-model {
-  coef ~ normal(0, 2);
-  real total = 0;
-  for (r in 1:repeats) {
-    total += normal_lpdf(y | coef[1] + coef[2] * x, sigma);
-  }
-  target += beta * total / repeats;
-}
-"""
-
-
 # Two modes 12 sd apart (means -3 and 3 on the first axis, sd 0.5), weights 0.35 and 0.65, under a
 # N(0, 5^2 I) prior that shifts neither weight (it is symmetric); `beta` tempers the mixture.
 # Evidence in closed form: int N(t | 0, 25 I) N(t | m, 0.25 I) dt = N(m | 0, 25.25 I) for either
