@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 
 from stanaccel.cli import main
+from stanaccel.datasets.mvn_mean import exact_posterior
 from stanaccel.diagnostics import mcse_z_scores
 from stanaccel.diagnostics._arviz import az
 from stanaccel.sampling import METHODS, ConfigError, sample
@@ -347,25 +348,19 @@ def test_a_kernel_chosen_over_nuts_is_checked_in_its_full_run_and_replaced_where
     assert not check["held"] and check["rhat"] > 0.5 and "pcn's chains disagree (R-hat " in pilot.note
 
 
-CORRELATED = """
-transformed data {
-  vector[3] mu = [1, -1, 0.5]';
-  vector[3] sd = [1, 2, 0.5]';
-  matrix[3, 3] Sigma = quad_form_diag([[1, 0.95, 0.9], [0.95, 1, 0.95], [0.9, 0.95, 1]], sd);
-}
-parameters {
-  vector[3] x;
-}
-model {
-  x ~ multi_normal(mu, Sigma);
-}
-"""
+def correlated_data() -> dict:
+    """mvn_mean's data for a correlated Gaussian posterior: one observation, a vague prior, a noise
+    covariance with correlations 0.9-0.95 and scales 1, 2, 0.5 (the posterior's nearly the same)."""
+    scales = np.array([1, 2, 0.5])
+    correlation = np.array([[1, 0.95, 0.9], [0.95, 1, 0.95], [0.9, 0.95, 1]])
+    return {"D": 3, "N": 1, "x": [[1, -1, 0.5]], "mu0": np.zeros(3), "Sigma0": 100 * np.eye(3),
+            "Sigma": correlation * np.outer(scales, scales), "beta": 1.0}  # fmt: skip
 
 
-def test_nuts_after_a_cheap_warmup_moves_with_its_dense_metric_and_continues_its_pilot(tmp_path):
+def test_nuts_after_a_cheap_warmup_moves_with_its_dense_metric_and_continues_its_pilot(tmp_path, mvn_program):
     """On a correlated Gaussian NUTS takes the Laplace fit's covariance as its metric, and stays exact."""
-    (tmp_path / "correlated.stan").write_text(CORRELATED)
-    model = StanModel(tmp_path / "correlated.stan")
+    data = correlated_data()
+    model = StanModel(mvn_program, data)
     auto = AutoSettings(chains=4, draws=1000, pilot_draws=100)
     seeds = spawn_seeds(5, SEEDS)
     say = lambda line: None  # noqa: E731
@@ -378,7 +373,8 @@ def test_nuts_after_a_cheap_warmup_moves_with_its_dense_metric_and_continues_its
     full = _full_nuts(pilot, "nuts", model, 1.0, auto, 5, seeds, False, say, None)
     assert full.run.inv_metric.shape == (4, 3, 3) and full.run.warmup_unconstrained.shape[1] == 0
     np.testing.assert_array_equal(full.run.draws_unconstrained[:, :100], pilot.result.run.draws_unconstrained)
-    z_mean, z_sd = mcse_z_scores(full.to_inference_data(), "x", np.array([1, -1, 0.5]), np.array([1, 2, 0.5]))
+    mean, covariance = exact_posterior(data)
+    z_mean, z_sd = mcse_z_scores(full.to_inference_data(), "theta", mean, np.sqrt(np.diag(covariance)))
     assert np.all(np.abs(z_mean) < Z_LIMIT) and np.all(np.abs(z_sd) < Z_LIMIT), (z_mean, z_sd)
 
 
