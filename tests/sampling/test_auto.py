@@ -271,7 +271,9 @@ def test_a_workflow_step_records_the_pilots_in_provenance_and_the_report(files, 
         run_workflow(bad, output=tmp_path / "bad", progress=False)
 
 
-def test_a_pilot_is_the_start_of_its_full_run_and_one_that_cannot_win_is_dropped(files, tmp_path):
+def test_a_pilot_is_the_start_of_its_full_run_and_one_that_cannot_win_is_dropped(
+    files, tmp_path, monkeypatch
+):
     data = regression_data()
     model = StanModel(files / "regression.stan", {**data, "beta": 1.0})
     data = {**data, "beta": 1.0}
@@ -307,6 +309,8 @@ def test_a_pilot_is_the_start_of_its_full_run_and_one_that_cannot_win_is_dropped
     assert race.lost(0.001, 0.0, "after a probe", positive=True, probed=0.3) == ""
     assert "2 x its probe's 0.01" in race.lost(0.001, 0.0, "after a probe", positive=True, probed=0.01)
     assert hmc.partial is not None and _agreement([hmc, nuts]) is hmc  # its draws: the reference left
+    monkeypatch.setattr(auto_module, "PROBE_DRAWS", hmc.partial.num_draws + 1)  # too few draws for an MCSE
+    assert _agreement([hmc, nuts]) is None
     for dropped in (hmc, nuts):
         row = dropped.row(hopeless.chains * hopeless.draws, "dc")
         assert dropped.result is None and row["note"].startswith("dropped after"), row

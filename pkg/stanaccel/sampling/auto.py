@@ -987,14 +987,17 @@ def _agreement(pilots: list[Pilot]) -> Pilot | None:
     The reference is the NUTS pilot; where NUTS was dropped, the finished
     pilot on the full density ("warm") of the highest ESS per draw; where
     those were dropped too, the one of them with the most draws before it
-    was. Returns it (None: no check).
+    was, if it has :data:`PROBE_DRAWS` per chain (fewer give no MCSE to
+    judge by: 9 draws per chain of a dropped HMC probe put a correct ``dc``
+    pilot 5 MCSE off). Returns it (None: no check).
     """
     drawn = [p for p in pilots if p.result is not None]
     full = [p for p in pilots if p.role == "warm" and (p.partial or p.result) is not None]
+    stopped = [p for p in full if p.result is None and p.partial.num_draws >= PROBE_DRAWS]
     reference = (
         next((p for p in drawn if p.role == "own-warmup"), None)
         or max((p for p in full if p.result is not None), key=lambda p: p.ess_per_draw, default=None)
-        or max(full, key=lambda p: p.partial.run.positions.size, default=None)
+        or max(stopped, key=lambda p: p.partial.num_draws, default=None)
     )
     if reference is None:
         return None
