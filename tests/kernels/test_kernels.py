@@ -5,6 +5,8 @@ units of their Monte Carlo standard error) against a Bonferroni threshold for
 a family-wise false-alarm rate of 1e-3 (3.66 for four scores).
 """
 
+import time
+
 import numpy as np
 import pytest
 from scipy.stats import norm
@@ -190,6 +192,25 @@ def test_interrupted_run_keeps_its_draws(sigint_handled):
     run = run_chains(lambda c: RandomWalkMetropolis(density, 0.2), np.zeros((2, DIM)), draws, seed=1)
     assert run.interrupted and 0 < run.positions.shape[1] < 2 * 10**6
     assert np.all(np.isfinite(run.positions))
+
+
+def test_ctrl_c_while_the_chains_threads_start_keeps_the_chains_that_ran(sigint_handled):
+    import _thread
+    import threading
+
+    density = mvn_density(DATA)
+    plain, once = density._log_density, threading.Lock()
+
+    def interrupting(x):  # Ctrl-C at the first evaluation, while this thread starts the other chains'
+        if once.acquire(blocking=False):
+            _thread.interrupt_main()
+            time.sleep(0.2)
+        return plain(x)
+
+    density._log_density = interrupting
+    # 500 chains: most threads are not started when Ctrl-C comes (joining one raised RuntimeError)
+    run = run_chains(lambda c: RandomWalkMetropolis(density, 0.2), np.zeros((500, DIM)), 1000, seed=1)
+    assert run.interrupted and 1 <= run.positions.shape[0] < 500
 
 
 def test_chains_in_threads_match_chains_in_turn():

@@ -420,7 +420,8 @@ def run_chains(
     except KeyboardInterrupt:
         stopping.set()
         for t in threads:
-            t.join()
+            if t.ident is not None:  # Ctrl-C may come while the threads start: the rest never ran a chain
+                t.join()
     finally:
         bars.close()
     earlier = [r.seconds if r is not None else 0.0 for r in resumes]
