@@ -19,6 +19,7 @@ import subprocess
 import sys
 import threading
 import time
+from datetime import datetime
 from pathlib import Path
 
 import pytest
@@ -122,7 +123,7 @@ def _interval(manifest: Path) -> tuple[float, float] | None:
     record = json.loads(manifest.read_text())
     if "seconds" not in record:
         return None
-    end = time.mktime(time.strptime(record["built_at"], "%Y-%m-%dT%H:%M:%S%z"))
+    end = datetime.strptime(record["built_at"], "%Y-%m-%dT%H:%M:%S%z").timestamp()
     return end - float(record["seconds"]), end
 
 
