@@ -34,6 +34,7 @@ def closed_form_run(data, iterations, **options):
     return method, theta, (m, S, alpha), np.array(bounds)
 
 
+@pytest.mark.slow
 def test_closed_form_updates_never_decrease_the_bound(bimodal):
     _, data = bimodal
     for seed, n_inducing in [(0, 20), (1, 40)]:

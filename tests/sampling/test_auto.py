@@ -172,6 +172,7 @@ def test_auto_on_a_funnel_warms_up_once_and_does_not_take_it_for_two_modes(tmp_p
     assert result.num_draws == 300 and result.metrics()["ess_min"] > 30
 
 
+@pytest.mark.slow
 def test_auto_chooses_another_method_on_an_expensive_posterior(files, tmp_path, capsys):
     out = tmp_path / "auto.nc"
     arguments = ["sample", str(files / "regression.stan"), "--data", str(files / "expensive.json")]

@@ -58,8 +58,15 @@ def run(files, method, settings=None, data="data.json", seed=4):
 
 
 @pytest.fixture(scope="module")
-def results(files):
-    return {method: run(files, method) for method in METHODS}
+def nuts_and_hmc(files):
+    """The runs the fast tests read: ``make check`` runs only these two of every method's."""
+    return {method: run(files, method) for method in ("nuts", "hmc")}
+
+
+@pytest.fixture(scope="module")
+def results(files, nuts_and_hmc):
+    others = {method: run(files, method) for method in METHODS if method not in nuts_and_hmc}
+    return {**nuts_and_hmc, **others}
 
 
 def check_draw_by_draw(result, data):
@@ -98,7 +105,8 @@ def test_nuts_writes_log_lik_as_the_log_likelihood_group(files, results):
     assert nuts.run.column_names()[:5] == ["coef[1]", "coef[2]", "u[1]", "u[2]", "y_new"]
 
 
-def test_names_as_stan_names_them(results):
+def test_names_as_stan_names_them(nuts_and_hmc):
+    results = nuts_and_hmc
     for result in (results["nuts"], results["hmc"]):
         summary = result.summary()
         assert list(summary.index) == ["coef[1]", "coef[2]", "u[1]", "u[2]", "y_new"]
@@ -112,9 +120,9 @@ def test_names_as_stan_names_them(results):
     assert np.isfinite(loo["elpd_loo"])
 
 
-def test_generated_quantities_are_reproducible(files, results):
+def test_generated_quantities_are_reproducible(files, nuts_and_hmc):
     again = run(files, "hmc")
-    first = results["hmc"].to_inference_data().posterior
+    first = nuts_and_hmc["hmc"].to_inference_data().posterior
     np.testing.assert_array_equal(again.to_inference_data().posterior["y_new"], first["y_new"])
     other = run(files, "hmc", seed=5).to_inference_data().posterior
     assert not np.array_equal(other["y_new"], first["y_new"])
@@ -138,8 +146,8 @@ def test_a_generated_quantities_reject_is_nan_and_counted(files, method):
         assert "slope" in idata.posterior.attrs["quantities_error"]
 
 
-def test_chains_elsewhere_and_spilled_runs_keep_every_quantity(files, results, tmp_path):
-    local = results["hmc"]
+def test_chains_elsewhere_and_spilled_runs_keep_every_quantity(files, nuts_and_hmc, tmp_path):
+    local = nuts_and_hmc["hmc"]
     folder, _ = files
     threads = sample(
         folder / "quantities.stan",
