@@ -175,19 +175,27 @@ def test_a_defect_in_the_density_stops_the_run_with_its_error():
         run_chains(factory(0), np.zeros((2, 1)), 2000, seed=1)
 
 
-def test_interrupted_run_keeps_its_draws(sigint_handled):
+def interrupting_density(after: int, pause: float = 0.0):
+    """DATA's density that sends Ctrl-C to the main thread once, at its evaluation number ``after``,
+    then waits ``pause`` seconds (the main thread takes the interrupt meanwhile)."""
     import _thread
     import threading
 
     density = mvn_density(DATA)
     plain, once = density._log_density, threading.Lock()
 
-    def interrupting(x):  # Ctrl-C once the chains are sampling, however loaded the machine
-        if density.n_log_density >= 2000 and once.acquire(blocking=False):
+    def interrupting(x):
+        if density.n_log_density >= after and once.acquire(blocking=False):
             _thread.interrupt_main()
+            time.sleep(pause)
         return plain(x)
 
     density._log_density = interrupting
+    return density
+
+
+def test_interrupted_run_keeps_its_draws(sigint_handled):
+    density = interrupting_density(2000)  # once the chains are sampling, however loaded the machine
     draws = 2 * 10**6  # far more than the draws before the interrupt
     run = run_chains(lambda c: RandomWalkMetropolis(density, 0.2), np.zeros((2, DIM)), draws, seed=1)
     assert run.interrupted and 0 < run.positions.shape[1] < 2 * 10**6
@@ -195,19 +203,7 @@ def test_interrupted_run_keeps_its_draws(sigint_handled):
 
 
 def test_ctrl_c_while_the_chains_threads_start_keeps_the_chains_that_ran(sigint_handled):
-    import _thread
-    import threading
-
-    density = mvn_density(DATA)
-    plain, once = density._log_density, threading.Lock()
-
-    def interrupting(x):  # Ctrl-C at the first evaluation, while this thread starts the other chains'
-        if once.acquire(blocking=False):
-            _thread.interrupt_main()
-            time.sleep(0.2)
-        return plain(x)
-
-    density._log_density = interrupting
+    density = interrupting_density(0, pause=0.2)  # at the first evaluation, while the threads start
     # 500 chains: most threads are not started when Ctrl-C comes (joining one raised RuntimeError)
     run = run_chains(lambda c: RandomWalkMetropolis(density, 0.2), np.zeros((500, DIM)), 1000, seed=1)
     assert run.interrupted and 1 <= run.positions.shape[0] < 500
