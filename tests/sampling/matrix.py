@@ -58,6 +58,13 @@ LATENT_STEPS = 3
 trajectories near half a period: each move nearly reflects the point about the mean, so the means mix
 at once but the sds very slowly (their ESS near 85 in 8,000 draws, measured over five seeds with no
 bias), far slower than ArviZ's MCSE of the sd estimates at 500 draws."""
+PCN_COMPLEMENT_STEPS = 10
+"""AE-pCN's full-space HMC steps after each latent move. With its default 3 its tails mix so slowly on
+this Gaussian that no MCSE from a few thousand draws holds: after the autoencoder's training changed,
+seed 11 with the Laplace warm-up gave sd ratios 0.85 and 0.83 at 2000 draws (all four chains low,
+|z| 5.9), and four chains of 20,000 still spread from 0.91 to 1.11 (tail ESS 900 of 80,000, overall
+ratio 0.96). With 10, tail ESS is 1600-1900 of 2000 draws and |z| < 1 on seeds 11-14; a latent move
+whose ratio leaves out the latent reference is still caught (|z| 5.0-8.1 on four runs)."""
 FAMILY_ALPHA = 0.01
 """The chance that a correct matrix fails somewhere (Bonferroni over every z-score it checks)."""
 
@@ -99,6 +106,8 @@ class Case:
             settings["epochs"] = LATENT_EPOCHS
             if "latent_n_steps" in {f.name for f in fields(spec.config)}:
                 settings["latent_n_steps"] = LATENT_STEPS
+            if self.method == "ae-pcn":
+                settings["complement_steps"] = PCN_COMPLEMENT_STEPS
         return settings
 
 
