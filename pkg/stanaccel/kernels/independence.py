@@ -39,11 +39,10 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
-from scipy.linalg import solve_triangular
 
 from stanaccel.densities import safe_log_densities, safe_log_density
 from stanaccel.kernels.metropolis import decide
-from stanaccel.kernels.pcn import colour, gaussian_root
+from stanaccel.kernels.pcn import colour, gaussian_root, whiten
 from stanaccel.kernels.state import (
     Info,
     State,
@@ -122,7 +121,7 @@ class IndependenceMetropolis:
     def log_proposal(self, x: np.ndarray) -> float:
         """log q(x), up to a constant that cancels in the ratio."""
         d = np.asarray(x, dtype=float) - self.mean
-        w = d / self.root if self.root.ndim == 1 else solve_triangular(self.root, d, lower=True)
+        w = whiten(self.root, d)
         return -0.5 * (self.df + len(d)) * float(np.log1p(w @ w / self.df))
 
     def draw(self, rng: np.random.Generator) -> tuple[np.ndarray, float]:

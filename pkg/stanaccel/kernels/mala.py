@@ -15,10 +15,10 @@ proposal, the step is a failed proposal.
 from __future__ import annotations
 
 import numpy as np
-from scipy.linalg import solve_triangular
 
 from stanaccel.densities import safe_log_density, safe_log_density_gradient
 from stanaccel.kernels.metropolis import accept
+from stanaccel.kernels.pcn import whiten
 from stanaccel.kernels.state import Info, State, check_start
 
 
@@ -76,7 +76,7 @@ class MALA:
         elif self.inv_metric.ndim == 1:
             w = r / np.sqrt(self.inv_metric)
         else:
-            w = solve_triangular(self._cholesky, r, lower=True)
+            w = whiten(self._cholesky, r)
         return -0.5 * float(w @ w) / self.step_size**2
 
     def log_hastings(self, state: State, proposal: State) -> float:
