@@ -63,7 +63,7 @@ PCN_COMPLEMENT_STEPS = 10
 this Gaussian that no MCSE from a few thousand draws holds: after the autoencoder's training changed,
 seed 11 with the Laplace warm-up gave sd ratios 0.85 and 0.83 at 2000 draws (all four chains low,
 |z| 5.9), and four chains of 20,000 still spread from 0.91 to 1.01 (tail ESS about 950 of 80,000;
-pooled ratio 0.96, |z| under 1). With 10, tail ESS is 1600-1900 of 2000 draws and |z| < 1 on seeds
+pooled ratio 0.96, |z| under 1). With 10, tail ESS is 970-1950 of 2000 draws and |z| < 1 on seeds
 11-14; a latent move whose ratio leaves out the latent reference is still caught (|z| 5.0-8.1 on four
 runs)."""
 FAMILY_ALPHA = 0.01
