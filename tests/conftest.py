@@ -1,12 +1,16 @@
 """Shared fixtures: the bundled Stan programs, compiled once per machine (cached)."""
 
+import json
+import re
 import signal
+from datetime import UTC, datetime
 
 import pytest
 
 from stanaccel.datasets import generate
 from stanaccel.programs import program_path
 from stanaccel.stan import StanModel, compile_program
+from stanaccel.stan.cache import cache_dir
 
 # A program whose every block can fail: the error paths of evaluation. The model rejects
 # above 3, the transformed parameter's bound fails above 6 (in log density and write_array
@@ -106,8 +110,44 @@ def pytest_runtest_logreport(report):
     _seconds[report.nodeid] = _seconds.get(report.nodeid, 0.0) + report.duration
 
 
+def pytest_sessionstart(session):
+    session.config.stash[_STARTED] = datetime.now(UTC)
+
+
+_STARTED = pytest.StashKey[datetime]()
+SHARED_BUILDS = {"bridge": "the bridge", "model_header": "the precompiled header"}
+
+
+def builds_since(started: datetime) -> list[tuple[float, str]]:
+    """(seconds, what) of each build the shared compile cache recorded since ``started``, longest first.
+
+    From the manifests' ``built_at`` and ``seconds``: Stan programs by name, the bridge, the
+    precompiled header. The seconds are each build's own wall time; builds overlap, on every core.
+    """
+    builds = []
+    for manifest in cache_dir().glob("**/*.json"):
+        try:
+            record = json.loads(manifest.read_text())
+            built_at = datetime.strptime(record["built_at"], "%Y-%m-%dT%H:%M:%S%z")
+            seconds = float(record["seconds"])
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+        if built_at >= started.replace(microsecond=0):
+            program = re.match(r"_stanaccel_(.+)_model_[0-9a-f]{20}\.", record.get("artefact", ""))
+            what = program.group(1) if program else manifest.name.split("-")[0].split(".")[0]
+            builds.append((seconds, SHARED_BUILDS.get(what, what)))
+    return sorted(builds, reverse=True)
+
+
 def pytest_terminal_summary(terminalreporter, config):
-    """In a run without the slow tests (``make check``), name the tests that should have been marked."""
+    """The Stan builds of this run (what a cold run pays beyond a warm one); in a run without the slow
+    tests (``make check``), the tests that should have been marked slow."""
+    builds = builds_since(config.stash[_STARTED]) if _STARTED in config.stash else []
+    if builds:
+        total = sum(seconds for seconds, _ in builds)
+        terminalreporter.write_sep("-", f"{len(builds)} Stan builds in this run ({total:.0f} s in all)")
+        for seconds, what in builds:
+            terminalreporter.write_line(f"{seconds:6.1f} s  {what}")
     if "not slow" not in (config.option.markexpr or ""):
         return
     over = sorted(((s, node) for node, s in _seconds.items() if s > CHECK_SECONDS), reverse=True)

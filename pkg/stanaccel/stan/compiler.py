@@ -414,8 +414,9 @@ def precompiled_header(toolchain: Toolchain) -> Path | None:
              "-o", str(tmp_header)],
             "Stan's model header (precompiled)",
         )  # fmt: skip
-        logger.info("compiled Stan's model header in %.0f s", time.perf_counter() - start)
-        return {"compiler": version}
+        seconds = time.perf_counter() - start
+        logger.info("compiled Stan's model header in %.0f s", seconds)
+        return {"compiler": version, "seconds": round(seconds, 1)}
 
     target.parent.mkdir(parents=True, exist_ok=True)
     build_once(target, build, "Stan's precompiled model header")
