@@ -1,6 +1,7 @@
 """Shared fixtures: the bundled Stan programs, compiled once per machine (cached)."""
 
 import json
+import math
 import re
 import signal
 from datetime import UTC, datetime
@@ -118,11 +119,12 @@ _STARTED = pytest.StashKey[datetime]()
 SHARED_BUILDS = {"bridge": "the bridge", "model_header": "the precompiled header"}
 
 
-def builds_since(started: datetime) -> list[tuple[float, str]]:
-    """(seconds, what) of each build the shared compile cache recorded since ``started``, longest first.
+def builds_since(started: datetime) -> list[tuple[float, float, str]]:
+    """(CPU seconds, seconds, what) of each build the shared compile cache recorded since ``started``.
 
-    From the manifests' ``built_at`` and ``seconds``: Stan programs by name, the bridge, the
-    precompiled header. The seconds are each build's own wall time; builds overlap, on every core.
+    From the manifests' ``built_at``, ``cpu_seconds`` (NaN where a build did not record them) and
+    ``seconds``: Stan programs by name, the bridge, the precompiled header; the most CPU first. The
+    seconds are each build's own wall time: builds overlap, with each other and the tests.
     """
     builds = []
     for manifest in cache_dir().glob("**/*.json"):
@@ -130,13 +132,14 @@ def builds_since(started: datetime) -> list[tuple[float, str]]:
             record = json.loads(manifest.read_text())
             built_at = datetime.strptime(record["built_at"], "%Y-%m-%dT%H:%M:%S%z")
             seconds = float(record["seconds"])
+            cpu = float(record.get("cpu_seconds", "nan"))
         except (OSError, ValueError, KeyError, TypeError):
             continue
         if built_at >= started.replace(microsecond=0):
             program = re.match(r"_stanaccel_(.+)_model_[0-9a-f]{20}\.", record.get("artefact", ""))
             what = program.group(1) if program else manifest.name.split("-")[0].split(".")[0]
-            builds.append((seconds, SHARED_BUILDS.get(what, what)))
-    return sorted(builds, reverse=True)
+            builds.append((cpu, seconds, SHARED_BUILDS.get(what, what)))
+    return sorted(builds, key=lambda build: (-build[0] if not math.isnan(build[0]) else 0.0, -build[1]))
 
 
 def pytest_terminal_summary(terminalreporter, config):
@@ -144,10 +147,10 @@ def pytest_terminal_summary(terminalreporter, config):
     tests (``make check``), the tests that should have been marked slow."""
     builds = builds_since(config.stash[_STARTED]) if _STARTED in config.stash else []
     if builds:
-        total = sum(seconds for seconds, _ in builds)
-        terminalreporter.write_sep("-", f"{len(builds)} Stan builds in this run ({total:.0f} s in all)")
-        for seconds, what in builds:
-            terminalreporter.write_line(f"{seconds:6.1f} s  {what}")
+        cpu = sum(build[0] for build in builds if not math.isnan(build[0]))
+        terminalreporter.write_sep("-", f"{len(builds)} Stan builds in this run: {cpu:.0f} CPU-seconds")
+        for cpu, seconds, what in builds:
+            terminalreporter.write_line(f"{cpu:6.1f} CPU-s {seconds:6.1f} s  {what}")
     if "not slow" not in (config.option.markexpr or ""):
         return
     over = sorted(((s, node) for node, s in _seconds.items() if s > CHECK_SECONDS), reverse=True)

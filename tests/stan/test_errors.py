@@ -11,6 +11,7 @@ from stanaccel.stan import (
     StanModel,
     compile_program,
 )
+from stanaccel.stan.toolchain import find_toolchain
 
 
 def test_syntax_error_gives_line_and_column():
@@ -38,6 +39,18 @@ def test_no_compiler_says_so(monkeypatch, tmp_path):
     monkeypatch.setenv("CXX", "/nonexistent/g++")
     with pytest.raises(StanBuildError, match="no C\\+\\+ compiler found"):
         compile_program("parameters { real y; } model { y ~ normal(0, 1); }")
+
+
+def test_a_failed_cpp_build_gives_the_compilers_message_and_a_build_its_cpu_seconds(tmp_path):
+    toolchain = find_toolchain()
+    bad = tmp_path / "bad.cpp"
+    bad.write_text("int f() { return undefined_thing; }\n")
+    with pytest.raises(StanBuildError, match=r"(?s)C\+\+ build of a test file failed .*undefined_thing"):
+        toolchain.run_compiler(["-c", str(bad), "-o", str(tmp_path / "bad.o")], "a test file")
+    good = tmp_path / "good.cpp"
+    good.write_text("int f() { return 1; }\n")
+    assert toolchain.run_compiler(["-c", str(good), "-o", str(tmp_path / "good.o")], "a test file") > 0
+    assert (tmp_path / "good.o").is_file()
 
 
 def test_missing_data_variable_is_named(mvn_program, mvn_data):

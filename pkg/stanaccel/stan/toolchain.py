@@ -99,12 +99,21 @@ class Toolchain:
             ]
         )
 
-    def run_compiler(self, args: list[str], what: str) -> None:
-        """Run the C++ compiler; a failure raises :class:`StanBuildError` with its output."""
-        process = subprocess.run([self.cxx, *args], capture_output=True, text=True)
+    def run_compiler(self, args: list[str], what: str) -> float:
+        """Run the C++ compiler; return the CPU seconds of its processes (a build's cost on a busy machine).
+
+        A failure raises :class:`StanBuildError` with the end of its output.
+        """
+        command = [self.cxx, *args]
+        process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        with process.stdout:
+            output = process.stdout.read()
+        _, status, usage = os.wait4(process.pid, 0)  # the rusage of the driver and what it ran
+        process.returncode = os.waitstatus_to_exitcode(status)
         if process.returncode != 0:
-            tail = "\n".join(process.stderr.strip().splitlines()[-60:])
+            tail = "\n".join(output.strip().splitlines()[-60:])
             raise StanBuildError(f"C++ build of {what} failed ({self.cxx}):\n{tail}")
+        return usage.ru_utime + usage.ru_stime
 
 
 @functools.cache
