@@ -111,12 +111,12 @@ def pytest_runtest_logreport(report):
     _seconds[report.nodeid] = _seconds.get(report.nodeid, 0.0) + report.duration
 
 
-def pytest_sessionstart(session):
-    session.config.stash[_STARTED] = datetime.now(UTC)
-
-
 _STARTED = pytest.StashKey[datetime]()
 SHARED_BUILDS = {"bridge": "the bridge", "model_header": "the precompiled header"}
+
+
+def pytest_sessionstart(session):
+    session.config.stash[_STARTED] = datetime.now(UTC)
 
 
 def builds_since(started: datetime) -> list[tuple[float, float, str]]:
@@ -147,10 +147,11 @@ def pytest_terminal_summary(terminalreporter, config):
     tests (``make check``), the tests that should have been marked slow."""
     builds = builds_since(config.stash[_STARTED]) if _STARTED in config.stash else []
     if builds:
-        cpu = sum(build[0] for build in builds if not math.isnan(build[0]))
-        terminalreporter.write_sep("-", f"{len(builds)} Stan builds in this run: {cpu:.0f} CPU-seconds")
+        total = sum(build[0] for build in builds if not math.isnan(build[0]))
+        terminalreporter.write_sep("-", f"{len(builds)} Stan builds in this run: {total:.0f} CPU-seconds")
         for cpu, seconds, what in builds:
-            terminalreporter.write_line(f"{cpu:6.1f} CPU-s {seconds:6.1f} s  {what}")
+            shown = "     ?" if math.isnan(cpu) else f"{cpu:6.1f}"  # a manifest of an older stanaccel
+            terminalreporter.write_line(f"{shown} CPU-s {seconds:6.1f} s  {what}")
     if "not slow" not in (config.option.markexpr or ""):
         return
     over = sorted(((s, node) for node, s in _seconds.items() if s > CHECK_SECONDS), reverse=True)
