@@ -632,8 +632,10 @@ def _sample_auto(
     return result
 
 
-def _choose(eligible: list[Pilot], chain_draws: int, margin: float = NUTS_MARGIN) -> Pilot | None:
-    """The pilot of highest projected ESS/s; NUTS's unless another projects ``margin`` times its ESS/s."""
+def _choose(eligible: list[Pilot], chain_draws: int, margin: float | None = None) -> Pilot | None:
+    """The pilot of highest projected ESS/s; NUTS's unless another projects ``margin`` (by default
+    :data:`NUTS_MARGIN`) times its ESS/s."""
+    margin = NUTS_MARGIN if margin is None else margin
     best = max(eligible, key=lambda p: p.projected(chain_draws), default=None)
     nuts = next((p for p in eligible if p.role == "own-warmup"), None)
     if best is None or nuts is None:
