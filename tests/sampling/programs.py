@@ -174,6 +174,60 @@ def logistic_data(n: int, k: int = 5, seed: int = 0, correlation: float = 0.5) -
     return {"N": n, "K": k, "X": X, "y": y, "prior_scale": 5.0}
 
 
+# Posteriors a Gaussian does not fit, and two more shapes, in one program (one build for the suite).
+# Case 1: Neal's funnel in (a, x), whose scale in x changes by orders of magnitude with a, so no one
+# Gaussian covers it (and its mode, at a = -4.5 (K + 1), has curvatures e^(4.5 (K + 1)) apart). Case 2:
+# -b^4, flat to second order at its mode b = 0 (the Hessian is singular there). Case 3: independent
+# Cauchy, tails far heavier than any Gaussian's. Case 4: b has two equal modes, at -3 and 3 (sd 0.5),
+# that one Gaussian cannot both cover. Case 5: a milder funnel (a ~ N(0, 1)), which NUTS samples.
+# Case 6: b and x are in no term, so the posterior and its beta = 0 level are improper (no evidence);
+# `beta` tempers the likelihood of five fixed observations of a. In all, s ~ gamma(3, 1) has its mode
+# at s = 2, and the density of log s (with the Jacobian) at s = 3.
+POOR_GAUSSIAN = """
+data {
+  int<lower=1, upper=6> case_;
+  int<lower=0> K;
+  real<lower=0> beta;
+}
+transformed data {
+  vector[5] y = [1.2, 0.3, 2.1, 1.7, 0.9]';
+}
+parameters {
+  real a;
+  real b;
+  real<lower=0> s;
+  vector[K] x;
+}
+model {
+  s ~ gamma(3, 1);
+  if (case_ == 1) {
+    a ~ normal(0, 3);
+    b ~ normal(0, 1);
+    x ~ normal(0, exp(a / 2));
+  } else if (case_ == 2) {
+    a ~ normal(1, 1);
+    target += -b ^ 4;
+    x ~ normal(0, 1);
+  } else if (case_ == 3) {
+    a ~ cauchy(0, 1);
+    b ~ cauchy(0, 1);
+    x ~ cauchy(0, 1);
+  } else if (case_ == 4) {
+    a ~ normal(0, 1);
+    target += log_mix(0.5, normal_lpdf(b | -3, 0.5), normal_lpdf(b | 3, 0.5));
+    x ~ normal(0, 1);
+  } else if (case_ == 5) {
+    a ~ normal(0, 1);
+    b ~ normal(0, 1);
+    x ~ normal(0, exp(a / 2));
+  } else {
+    a ~ normal(0, 1);
+    target += beta * normal_lpdf(y | a, 1);
+  }
+}
+"""
+
+
 # Two modes 12 sd apart (means -3 and 3 on the first axis, sd 0.5), weights 0.35 and 0.65, under a
 # N(0, 5^2 I) prior that shifts neither weight (it is symmetric); `beta` tempers the mixture.
 # Evidence in closed form: int N(t | 0, 25 I) N(t | m, 0.25 I) dt = N(m | 0, 25.25 I) for either

@@ -43,6 +43,7 @@ from stanaccel.workflow import run_workflow
 from tests.sampling.programs import (
     BIMODAL,
     BIMODAL_RIGHT,
+    POOR_GAUSSIAN,
     REGRESSION,
     regression_data,
     regression_posterior,
@@ -169,30 +170,18 @@ def test_auto_on_a_cheap_posterior_pilots_nuts_first_and_the_others_within_its_s
     check_exact(result, regression_data())
 
 
-FUNNEL = """
-parameters {
-  real y;
-  vector[8] x;
-}
-model {
-  y ~ normal(0, 1);
-  x ~ normal(0, exp(y / 2));
-}
-"""
-
-
 def test_auto_on_a_funnel_warms_up_once_and_does_not_take_it_for_two_modes(tmp_path):
     """Laplace and Pathfinder fail on a funnel, so NUTS's warm-up is the shared one, and NUTS continues it."""
-    (tmp_path / "funnel.stan").write_text(FUNNEL)
+    (tmp_path / "poor.stan").write_text(POOR_GAUSSIAN)  # case 5: a ~ N(0, 1), x ~ N(0, exp(a / 2))
     lines = []
-    result = sample(tmp_path / "funnel.stan", None, "auto", {"draws": 300}, seed=2, progress=False,
-                    log=lines.append)  # fmt: skip
+    result = sample(tmp_path / "poor.stan", {"case_": 5, "K": 8}, "auto", {"draws": 300}, seed=2,
+                    progress=False, log=lines.append)  # fmt: skip
     auto = result.reports["auto"]
     assert not auto["modes"]["disagree"], auto["modes"]  # slow kernels in one mode are not two modes
     assert auto["warmup"]["used"] == "nuts" and auto["pilots"][0]["method"] == "nuts"  # NUTS first
     assert sum("NUTS warm-up" in line for line in lines) == 1, lines
-    funnel = auto["funnel"]  # the spread of x grows with y, and the pilot table says what it holds back
-    assert funnel["scale"] == "y" and funnel["centred"] and len(funnel["coupled"]) >= 2, funnel
+    funnel = auto["funnel"]  # the spread of x grows with a, and the pilot table says what it holds back
+    assert funnel["scale"] == "a" and funnel["centred"] and len(funnel["coupled"]) >= 2, funnel
     assert any("the pilots' draws show a funnel: the spread of x[" in line for line in lines), lines
     assert all(row["slowest"] for row in auto["pilots"] if np.isfinite(row["pilot_ess_per_draw"]))
     assert result.method == "nuts" and result.run.warmup_unconstrained.shape[1] == 0

@@ -20,9 +20,8 @@ from stanaccel.sampling.config import make_config, table_rows
 from stanaccel.sampling.warmup import MODE_SEPARATION, WarmupWarning, averaged_step
 from stanaccel.stan import write_data
 from stanaccel.stan.nuts import sample_nuts
-from tests.sampling.programs import REGRESSION, regression_data, regression_posterior
+from tests.sampling.programs import POOR_GAUSSIAN, REGRESSION, regression_data, regression_posterior
 from tests.sampling.test_sample import OBSERVATIONS, check_exact
-from tests.stan.test_gaussian_fits import POOR_GAUSSIAN
 
 
 @pytest.fixture(scope="module")

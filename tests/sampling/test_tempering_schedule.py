@@ -16,7 +16,7 @@ from stanaccel.kernels.schedule import levels_for_acceptance, levels_for_traject
 from stanaccel.programs import program_path
 from stanaccel.sampling import sample
 from stanaccel.stan import compile_program, write_data
-from tests.sampling.programs import BIMODAL, BIMODAL_LOG_EVIDENCE, BIMODAL_RIGHT
+from tests.sampling.programs import BIMODAL, BIMODAL_LOG_EVIDENCE, BIMODAL_RIGHT, POOR_GAUSSIAN
 
 QUIET = {"progress": False}
 
@@ -108,12 +108,6 @@ def test_tempered_transitions_take_the_pilot_barrier_with_the_levels_trajectorie
     assert 0.15 < np.mean(result.metrics()["method_statistics"]["tt_acceptance"]) < 0.6  # aimed at 0.3
 
 
-# x is in no term, so the beta = 0 level (and the posterior) is improper: it has no evidence.
-IMPROPER = """
-data { real<lower=0> beta; vector[5] y; }
-parameters { real mu; real x; }
-model { mu ~ normal(0, 1); target += beta * normal_lpdf(y | mu, 1); }
-"""
 LADDER = "betas=[1.0, 0.3, 0.1, 0.0]"  # given, so that no ladder is placed
 
 
@@ -130,9 +124,10 @@ def run_cli(program, data: Path, tmp_path: Path, capsys) -> tuple[dict, str, str
 
 @pytest.mark.slow
 def test_pt_gives_no_evidence_for_an_improper_prior_and_says_why(tmp_path, capsys):
-    program = tmp_path / "improper.stan"
-    program.write_text(IMPROPER)
-    write_data(tmp_path / "data.json", {"beta": 1.0, "y": [1.2, 0.3, 2.1, 1.7, 0.9]})
+    # Case 6: b is in no term, so the beta = 0 level (and the posterior) is improper: it has no evidence.
+    program = tmp_path / "poor.stan"
+    program.write_text(POOR_GAUSSIAN)
+    write_data(tmp_path / "data.json", {"case_": 6, "K": 0, "beta": 1.0})
     metrics, out, err = run_cli(program, tmp_path / "data.json", tmp_path, capsys)
     evidence = metrics["evidence"]
     assert evidence["log_evidence"] is None and "did not settle" in evidence["not_given"]

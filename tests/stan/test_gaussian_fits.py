@@ -15,45 +15,7 @@ from stanaccel.stan import StanModel, compile_program
 from stanaccel.stan.errors import StanEvaluationError
 from stanaccel.stan.optimize import laplace_sample, optimize
 from stanaccel.stan.pathfinder import pathfinder
-
-# Posteriors a Gaussian does not fit. Case 1: Neal's funnel in (a, x), whose scale in x changes by
-# orders of magnitude with a, so no one Gaussian covers it (and its mode, at a = -4.5 (K + 1), has
-# curvatures e^(4.5 (K + 1)) apart). Case 2: -b^4, flat to second order at its mode b = 0 (the Hessian
-# is singular there). Case 3: independent Cauchy, tails far heavier than any Gaussian's. Case 4: b has
-# two equal modes, at -3 and 3 (sd 0.5), that one Gaussian cannot both cover. In all,
-# s ~ gamma(3, 1) has its mode at s = 2, and the density of log s (with the Jacobian) at s = 3.
-POOR_GAUSSIAN = """
-data {
-  int<lower=1, upper=4> case_;
-  int<lower=0> K;
-}
-parameters {
-  real a;
-  real b;
-  real<lower=0> s;
-  vector[K] x;
-}
-model {
-  s ~ gamma(3, 1);
-  if (case_ == 1) {
-    a ~ normal(0, 3);
-    b ~ normal(0, 1);
-    x ~ normal(0, exp(a / 2));
-  } else if (case_ == 2) {
-    a ~ normal(1, 1);
-    target += -b ^ 4;
-    x ~ normal(0, 1);
-  } else if (case_ == 3) {
-    a ~ cauchy(0, 1);
-    b ~ cauchy(0, 1);
-    x ~ cauchy(0, 1);
-  } else {
-    a ~ normal(0, 1);
-    target += log_mix(0.5, normal_lpdf(b | -3, 0.5), normal_lpdf(b | 3, 0.5));
-    x ~ normal(0, 1);
-  }
-}
-"""
+from tests.sampling.programs import POOR_GAUSSIAN
 
 
 @pytest.fixture(scope="module")
@@ -99,7 +61,7 @@ def test_laplace_recovers_a_gaussian_posterior(mvn_model, mvn_data):
 
 
 def test_optimize_with_and_without_the_jacobian(poor_program):
-    model = StanModel(poor_program, {"case_": 1, "K": 0})
+    model = StanModel(poor_program, {"case_": 1, "K": 0, "beta": 1.0})
     assert np.exp(optimize(model, seed=2, jacobian=False).point[2]) == pytest.approx(2, rel=1e-2)
     with_jacobian = optimize(model, seed=2)
     assert with_jacobian.jacobian and np.exp(with_jacobian.point[2]) == pytest.approx(3, rel=1e-2)
@@ -107,7 +69,7 @@ def test_optimize_with_and_without_the_jacobian(poor_program):
 
 def test_lbfgs_tries_another_start_when_one_fails(poor_program):
     """A start where Stan rejects the density (x's scale exp(a / 2) overflows) fails; the next converges."""
-    model = StanModel(poor_program, {"case_": 1, "K": 1})
+    model = StanModel(poor_program, {"case_": 1, "K": 1, "beta": 1.0})
     start = np.array([2000.0, 0.0, 0.0, 0.0])
     with pytest.raises(StanEvaluationError, match="from 1 starts"):
         optimize(model, init=start, seed=2, attempts=1)
@@ -119,10 +81,10 @@ def test_lbfgs_tries_another_start_when_one_fails(poor_program):
 
 def test_pareto_k_flags_gaussians_that_miss_the_posterior(poor_program):
     # Measured over seeds 1-3: Pathfinder's k 0.81-1.04 on the funnel, Laplace's 0.90-1.14 on the Cauchy.
-    assert pathfinder(StanModel(poor_program, {"case_": 1, "K": 9}), seed=3).pareto_k > 0.7
-    cauchy = StanModel(poor_program, {"case_": 3, "K": 9})
+    assert pathfinder(StanModel(poor_program, {"case_": 1, "K": 9, "beta": 1.0}), seed=3).pareto_k > 0.7
+    cauchy = StanModel(poor_program, {"case_": 3, "K": 9, "beta": 1.0})
     assert laplace_sample(cauchy, optimize(cauchy, seed=3), 1000, seed=3).pareto_k > 0.7
-    funnel_mode = optimize(StanModel(poor_program, {"case_": 1, "K": 9}), seed=3)
+    funnel_mode = optimize(StanModel(poor_program, {"case_": 1, "K": 9, "beta": 1.0}), seed=3)
     assert "Hessian" in funnel_mode.hessian_problem()
 
 
@@ -137,7 +99,7 @@ def test_laplace_draws_of_a_gaussian_posterior_have_a_small_pareto_k(mvn_model):
 
 def test_a_flat_mode_has_a_singular_hessian(poor_program):
     # Started at b = 0, L-BFGS never moves b (its gradient is 0 there), and the curvature in b is 0.
-    mode = optimize(StanModel(poor_program, {"case_": 2, "K": 0}), init=np.zeros(3), seed=3)
+    mode = optimize(StanModel(poor_program, {"case_": 2, "K": 0, "beta": 1.0}), init=np.zeros(3), seed=3)
     assert abs(mode.point[0] - 1) < 1e-3 and mode.point[1] == 0
     problem = mode.hessian_problem()
     assert problem is not None and ("not negative definite" in problem or "badly conditioned" in problem)
