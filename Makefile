@@ -38,6 +38,10 @@ CHROMIUM_INSTALL := apt-get update && DEBIAN_FRONTEND=noninteractive apt-get ins
 # would idle while the workers wait for the bridge (every program's link needs it) or for each other's
 # compiles, and a test that needs one finds it built or being built. Warm, each is a cache hit.
 # tests/test_docs.py builds the site (warnings as errors) in one worker while the other runs tests.
+# OPENBLAS_NUM_THREADS=1: one BLAS thread per test worker. The workers already fill the cores, and
+# OpenBLAS's own threads spin waiting for work on the cores the other worker needs: with them the
+# warm suite took 807 CPU-s and 429 s against 761 and 406 (tests/tuning/test_bayesopt.py: 31 CPU-s, 11).
+TEST_ENV := STANACCEL_PCH=1 OPENBLAS_NUM_THREADS=1
 FIRST_BUILT := mvn_mean
 PREBUILT := gp_ard logistic logistic_latent pde_surrogate gp_density gp_ard_lowrank
 test: $(STAMP)
@@ -49,14 +53,14 @@ test: $(STAMP)
 	$(BIN)/ruff check pkg tests benchmarks
 	$(BIN)/ruff format --check pkg tests benchmarks
 	$(BIN)/lint-imports
-	STANACCEL_PCH=1 $(BIN)/python -m pytest -n auto --dist loadfile --durations=20
+	$(TEST_ENV) $(BIN)/python -m pytest -n auto --dist loadfile --durations=20
 
 # The edit loop: everything but the slow tests (@pytest.mark.slow: over 2 s each) and the site's.
 check: $(STAMP)
 	$(BIN)/ruff check pkg tests benchmarks
 	$(BIN)/ruff format --check pkg tests benchmarks
 	$(BIN)/lint-imports
-	STANACCEL_PCH=1 $(BIN)/python -m pytest -n auto --dist loadfile -q -m "not slow and not docs"
+	$(TEST_ENV) $(BIN)/python -m pytest -n auto --dist loadfile -q -m "not slow and not docs"
 
 # The documentation site, warnings as errors; -E rereads every page and docstring, so a warning
 # of an unchanged page is not hidden by an earlier build (about 20 s).
