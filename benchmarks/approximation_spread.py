@@ -1,8 +1,8 @@
 """How far the automatic approximations are from the posterior as N grows: subsets against control variates.
 
 A Bayesian logistic regression (K = 5 correlated predictors, pairwise
-correlation 0.5, N(0, 5^2) priors) written as a user would, its likelihood
-multiplied by ``beta`` (the tests' ``LOGISTIC`` and ``logistic_data`` in
+correlation 0.5, N(0, 5^2) priors), the bundled ``logistic`` program, its
+likelihood multiplied by ``beta`` (the data: the tests' ``logistic_data`` in
 ``tests/sampling/programs.py``, shared so that the two cannot drift apart).
 For N = 10^3, 10^4, 10^5 and m = 100, 1000 the script prints the sd of
 log pi - log pi* over posterior draws (100 draws of a short Stan NUTS run),
@@ -28,20 +28,20 @@ from __future__ import annotations
 
 import argparse
 import sys
-import tempfile
 import warnings
 from pathlib import Path
 
 import numpy as np
 
 from stanaccel.approx import ApproximationPair, KeepConstants
+from stanaccel.programs import program_path
 from stanaccel.sampling import ApproximationWarning, make_config, sample
 from stanaccel.sampling.config import Approximation
 from stanaccel.sampling.program import approximation, automatic_setup
 from stanaccel.stan import StanModel, compile_program
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository, for the tests' programs
-from tests.sampling.programs import LOGISTIC, logistic_data  # noqa: E402
+from tests.sampling.programs import logistic_data  # noqa: E402
 
 OBSERVATIONS = {"count": "N", "fields": ["X", "y"]}
 
@@ -132,9 +132,7 @@ def main() -> None:
     parser.add_argument("--m", default="100,1000", help="subset sizes, comma-separated")
     parser.add_argument("--dc", action="store_true", help="also run dc over control variates against NUTS")
     args = parser.parse_args()
-    folder = Path(tempfile.mkdtemp(prefix="approximation_spread-"))
-    program = folder / "logistic_beta.stan"
-    program.write_text(LOGISTIC)
+    program = program_path("logistic")
     ms = [int(m) for m in args.m.split(",")]
     rows = spreads(program, [int(n) for n in args.sizes.split(",")], ms)
     print_spreads(rows, ms)

@@ -15,10 +15,11 @@ from stanaccel.approx import (
     subset_of_data,
 )
 from stanaccel.observations import Observations
+from stanaccel.programs import program_path
 from stanaccel.sampling.program import posterior_mode
 from stanaccel.stan import StanModel, compile_program
 from stanaccel.stan.optimize import Mode
-from tests.sampling.programs import LOGISTIC, REGRESSION, logistic_data, regression_data, regression_posterior
+from tests.sampling.programs import REGRESSION, logistic_data, regression_data, regression_posterior
 
 OBSERVATIONS = Observations("N", ("X", "y"))
 
@@ -27,8 +28,7 @@ OBSERVATIONS = Observations("N", ("X", "y"))
 def programs(tmp_path_factory):
     folder = tmp_path_factory.mktemp("taylor")
     (folder / "regression.stan").write_text(REGRESSION)
-    (folder / "logistic_beta.stan").write_text(LOGISTIC)
-    return compile_program(folder / "regression.stan"), compile_program(folder / "logistic_beta.stan")
+    return compile_program(folder / "regression.stan"), compile_program(program_path("logistic"))
 
 
 def test_central_hessian_of_a_quadratic_is_exact():

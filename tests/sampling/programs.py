@@ -138,32 +138,9 @@ generated quantities {
 """
 
 
-# Logistic regression whose `beta` has no upper bound, so a subset can be scaled by N/m (the
-# bundled logistic.stan bounds beta by 1). prior_scale = 0 drops the prior: with collinear
-# columns of X the posterior then has a flat direction (a singular Hessian at the mode).
-LOGISTIC = """
-data {
-  int<lower=2> N;
-  int<lower=1> K;
-  matrix[N, K] X;
-  array[N] int<lower=0, upper=1> y;
-  real<lower=0> prior_scale;
-  real<lower=0> beta;
-}
-parameters {
-  real alpha;
-  vector[K] w;
-}
-model {
-  if (prior_scale > 0) {
-    alpha ~ normal(0, prior_scale);
-    w ~ normal(0, prior_scale);
-  }
-  target += beta * bernoulli_logit_glm_lpmf(y | X, alpha, w);
-}
-"""
-
-
+# Data for the bundled logistic program (its beta unbounded above, so that a subset can be scaled by
+# N/m; prior_scale = 0 drops the priors: with collinear columns of X the posterior then has a flat
+# direction, a singular Hessian at the mode).
 def logistic_data(n: int, k: int = 5, seed: int = 0, correlation: float = 0.5) -> dict:
     """N observations of K predictors with correlation ``correlation`` between each pair, y from logistic."""
     rng = np.random.default_rng(seed)

@@ -14,11 +14,12 @@ from scipy.stats import norm
 from stanaccel.approx import KeepConstants, ScaledSubset
 from stanaccel.diagnostics import reference_z_scores
 from stanaccel.observations import Observations
+from stanaccel.programs import program_path
 from stanaccel.sampling import ApproximationWarning, ConfigError, ProgramConventionError, make_config, sample
 from stanaccel.sampling.config import Approximation
 from stanaccel.sampling.program import scaled_subset
 from stanaccel.stan import StanModel, write_data
-from tests.sampling.programs import LOGISTIC, NO_BETA, REGRESSION, logistic_data, regression_data
+from tests.sampling.programs import NO_BETA, REGRESSION, logistic_data, regression_data
 from tests.sampling.test_sample import check_exact
 
 OBSERVATIONS = {"count": "N", "fields": ["X", "y"]}
@@ -28,7 +29,7 @@ XY = {"count": "N", "fields": ["x", "y"]}
 @pytest.fixture(scope="module")
 def files(tmp_path_factory):
     folder = tmp_path_factory.mktemp("automatic")
-    for name, code in [("regression", REGRESSION), ("no_beta", NO_BETA), ("logistic_beta", LOGISTIC)]:
+    for name, code in [("regression", REGRESSION), ("no_beta", NO_BETA)]:
         (folder / f"{name}.stan").write_text(code)
     write_data(folder / "regression.json", regression_data())
     return folder
@@ -114,17 +115,15 @@ def test_laplace_at_a_singular_hessian_is_refused_before_the_warmup(files):
     data["X"] = np.column_stack([data["X"][:, 0], data["X"][:, 0]])  # collinear: w1 - w2 is not identified
     data["prior_scale"] = 0.0  # and no prior holds it
     lines = []
-    with pytest.raises(
-        ConfigError, match="approximation laplace of logistic_beta: the Hessian .* is singular"
-    ):
-        sample(files / "logistic_beta.stan", data, "dc", {"approx": {"kind": "laplace"}}, log=lines.append)
+    with pytest.raises(ConfigError, match="approximation laplace of logistic: the Hessian .* is singular"):
+        sample(program_path("logistic"), data, "dc", {"approx": {"kind": "laplace"}}, log=lines.append)
     assert not any("warm-up" in line for line in lines)
 
 
 @pytest.mark.slow
 def test_dc_over_control_variates_agrees_with_nuts_and_charges_its_setup(files):
     data = logistic_data(1000, seed=1)
-    program = files / "logistic_beta.stan"
+    program = program_path("logistic")
     nuts = sample(program, data, "nuts", {"warmup": 500, "draws": 1500}, seed=5, progress=False)
     settings = {"warmup": 300, "draws": 1000, "inner": "hmc", "observations": OBSERVATIONS}
     lines = []
