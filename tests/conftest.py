@@ -11,7 +11,7 @@ import pytest
 from stanaccel.datasets import generate
 from stanaccel.programs import program_path
 from stanaccel.stan import StanModel, compile_program
-from stanaccel.stan.cache import cache_dir
+from stanaccel.stan.cache import BUILT_AT_FORMAT, cache_dir
 
 # A program whose every block can fail: the error paths of evaluation. The model rejects
 # above 3, the transformed parameter's bound fails above 6 (in log density and write_array
@@ -130,7 +130,7 @@ def builds_since(started: datetime) -> list[tuple[float, float, str]]:
     for manifest in cache_dir().glob("**/*.json"):
         try:
             record = json.loads(manifest.read_text())
-            built_at = datetime.strptime(record["built_at"], "%Y-%m-%dT%H:%M:%S%z")
+            built_at = datetime.strptime(record["built_at"], BUILT_AT_FORMAT)
             seconds = float(record["seconds"])
             cpu = float(record.get("cpu_seconds", "nan"))
         except (OSError, ValueError, KeyError, TypeError):

@@ -158,6 +158,10 @@ def file_sha256(path: Path) -> str:
         return hashlib.file_digest(handle, "sha256").hexdigest()
 
 
+BUILT_AT_FORMAT = "%Y-%m-%dT%H:%M:%S%z"
+"""How a manifest writes when its artefact was built (``built_at``, local time with its offset)."""
+
+
 def manifest_path(target: Path) -> Path:
     """Where the manifest of the artefact ``target`` lives: ``<target>.json``."""
     return target.with_name(target.name + ".json")
@@ -192,7 +196,7 @@ def write_manifest(target: Path, built: Path, info: dict[str, str]) -> None:
         "artefact": target.name,
         "size": built.stat().st_size,
         "sha256": file_sha256(built),
-        "built_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "built_at": time.strftime(BUILT_AT_FORMAT),
         **info,
     }
     fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".tmp-", suffix=".json")

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from stanaccel.stan.cache import build_once, cache_dir, file_sha256, locked, manifest_path
+from stanaccel.stan.cache import BUILT_AT_FORMAT, build_once, cache_dir, file_sha256, locked, manifest_path
 from stanaccel.stan.compiler import available_cores, bridge_object
 from stanaccel.stan.toolchain import find_toolchain
 
@@ -123,7 +123,7 @@ def _interval(manifest: Path) -> tuple[float, float] | None:
     record = json.loads(manifest.read_text())
     if "seconds" not in record:
         return None
-    end = datetime.strptime(record["built_at"], "%Y-%m-%dT%H:%M:%S%z").timestamp()
+    end = datetime.strptime(record["built_at"], BUILT_AT_FORMAT).timestamp()
     return end - float(record["seconds"]), end
 
 

@@ -18,6 +18,11 @@ from stanaccel.stan.pathfinder import pathfinder
 from tests.sampling.programs import POOR_GAUSSIAN
 
 
+def poor(case: int, K: int) -> dict:
+    """The data of the poor-Gaussian program's ``case`` with K x's (beta, which no case 1-4 uses, at 1)."""
+    return {"case_": case, "K": K, "beta": 1.0}
+
+
 @pytest.fixture(scope="module")
 def poor_program(tmp_path_factory):
     path = tmp_path_factory.mktemp("programs") / "poor.stan"  # the name test_cheap_warmup builds it under
@@ -61,7 +66,7 @@ def test_laplace_recovers_a_gaussian_posterior(mvn_model, mvn_data):
 
 
 def test_optimize_with_and_without_the_jacobian(poor_program):
-    model = StanModel(poor_program, {"case_": 1, "K": 0, "beta": 1.0})
+    model = StanModel(poor_program, poor(1, 0))
     assert np.exp(optimize(model, seed=2, jacobian=False).point[2]) == pytest.approx(2, rel=1e-2)
     with_jacobian = optimize(model, seed=2)
     assert with_jacobian.jacobian and np.exp(with_jacobian.point[2]) == pytest.approx(3, rel=1e-2)
@@ -69,7 +74,7 @@ def test_optimize_with_and_without_the_jacobian(poor_program):
 
 def test_lbfgs_tries_another_start_when_one_fails(poor_program):
     """A start where Stan rejects the density (x's scale exp(a / 2) overflows) fails; the next converges."""
-    model = StanModel(poor_program, {"case_": 1, "K": 1, "beta": 1.0})
+    model = StanModel(poor_program, poor(1, 1))
     start = np.array([2000.0, 0.0, 0.0, 0.0])
     with pytest.raises(StanEvaluationError, match="from 1 starts"):
         optimize(model, init=start, seed=2, attempts=1)
@@ -81,10 +86,10 @@ def test_lbfgs_tries_another_start_when_one_fails(poor_program):
 
 def test_pareto_k_flags_gaussians_that_miss_the_posterior(poor_program):
     # Measured over seeds 1-3: Pathfinder's k 0.81-1.04 on the funnel, Laplace's 0.90-1.14 on the Cauchy.
-    assert pathfinder(StanModel(poor_program, {"case_": 1, "K": 9, "beta": 1.0}), seed=3).pareto_k > 0.7
-    cauchy = StanModel(poor_program, {"case_": 3, "K": 9, "beta": 1.0})
+    assert pathfinder(StanModel(poor_program, poor(1, 9)), seed=3).pareto_k > 0.7
+    cauchy = StanModel(poor_program, poor(3, 9))
     assert laplace_sample(cauchy, optimize(cauchy, seed=3), 1000, seed=3).pareto_k > 0.7
-    funnel_mode = optimize(StanModel(poor_program, {"case_": 1, "K": 9, "beta": 1.0}), seed=3)
+    funnel_mode = optimize(StanModel(poor_program, poor(1, 9)), seed=3)
     assert "Hessian" in funnel_mode.hessian_problem()
 
 
@@ -99,7 +104,7 @@ def test_laplace_draws_of_a_gaussian_posterior_have_a_small_pareto_k(mvn_model):
 
 def test_a_flat_mode_has_a_singular_hessian(poor_program):
     # Started at b = 0, L-BFGS never moves b (its gradient is 0 there), and the curvature in b is 0.
-    mode = optimize(StanModel(poor_program, {"case_": 2, "K": 0, "beta": 1.0}), init=np.zeros(3), seed=3)
+    mode = optimize(StanModel(poor_program, poor(2, 0)), init=np.zeros(3), seed=3)
     assert abs(mode.point[0] - 1) < 1e-3 and mode.point[1] == 0
     problem = mode.hessian_problem()
     assert problem is not None and ("not negative definite" in problem or "badly conditioned" in problem)

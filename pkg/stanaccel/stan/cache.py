@@ -28,7 +28,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 # The manifests live in stanaccel.atomic (checkpoints use them too); named here as well.
-from stanaccel.atomic import damage, file_sha256, manifest_path, write_manifest  # noqa: F401
+from stanaccel.atomic import BUILT_AT_FORMAT, damage, file_sha256, manifest_path, write_manifest  # noqa: F401
 
 CACHE_ENV = "STANACCEL_CACHE"
 
