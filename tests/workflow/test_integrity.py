@@ -106,7 +106,7 @@ def test_a_borrowed_warmup_is_charged_its_recorded_seconds(done):
     _, out = done
     nuts = az.from_netcdf(str(out / "nuts" / "posterior.nc")).posterior.attrs
     charged = json.loads((out / "hmc" / "metrics.json").read_text())["charged_seconds"]
-    assert 0 < nuts["warmup_seconds"] <= nuts["wall_seconds"]
+    assert nuts["warmup_seconds"] > 0
     assert charged == {"warmup (borrowed)": pytest.approx(nuts["warmup_seconds"])}
 
 
