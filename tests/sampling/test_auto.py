@@ -422,6 +422,7 @@ def test_auto_on_two_modes_sees_them_and_chooses_tempering(tmp_path, monkeypatch
     assert auto["modes"]["disagree"], auto["modes"]
     assert any("disagree about the modes" in line and "piloting tempering too" in line for line in lines)
     assert METHODS[result.method].auto == "modes" and result.method in auto["reason"]
+    assert any("as an earlier run of these chains placed it" in line for line in lines)  # by its pilot
     right = float(np.mean(result.to_inference_data().posterior["theta"].values[..., 0] > 0))
     assert abs(right - BIMODAL_RIGHT) < 0.1, right  # both modes, in their weights
 

@@ -15,6 +15,7 @@ from stanaccel.diagnostics.metrics import EVIDENCE_MEANING
 from stanaccel.kernels.schedule import levels_for_acceptance, levels_for_trajectories
 from stanaccel.programs import program_path
 from stanaccel.sampling import sample
+from stanaccel.sampling.schedule import LADDER_FILE
 from stanaccel.stan import compile_program, write_data
 from tests.sampling.programs import BIMODAL, BIMODAL_LOG_EVIDENCE, BIMODAL_RIGHT, POOR_GAUSSIAN
 
@@ -55,6 +56,35 @@ def test_a_given_ladder_is_kept_and_given_levels_are_kept(mvn_program):
     levels = sample(mvn_program, data, "pt", {"warmup": 200, "draws": 50, "levels": 4, "schedule_rounds": 4},
                     **QUIET)  # fmt: skip
     assert len(levels.config.betas) == 5 and levels.metrics()["schedule"]["levels"] == 5
+
+
+def test_a_run_that_continues_a_checkpoint_takes_the_ladder_placed_there(mvn_program, tmp_path):
+    """The placement is seeded, so a run continuing the chains in a checkpoint folder (a resumed step,
+    ``auto``'s pilot going on) would place the same ladder again: it takes the one kept there, with the
+    seconds it took; a run of other seeds places its own."""
+    data = generate("mvn_mean", N=20, D=3, seed=7).data
+    config = {"warmup": 150, "draws": 40, "levels": 3, "schedule_rounds": 3}
+    lines: list[str] = []
+
+    def run(seed: int):
+        lines.clear()
+        return sample(
+            mvn_program, data, "pt", config, seed=seed, checkpoint=tmp_path, log=lines.append, **QUIET
+        )
+
+    first = run(5)
+    assert (
+        sum(line.startswith("placing the ladder") for line in lines) == 1
+        and (tmp_path / LADDER_FILE).is_file()
+    )
+    again = run(5)
+    assert not any(line.startswith("placing the ladder") for line in lines), lines
+    assert any("as an earlier run of these chains placed it" in line for line in lines), lines
+    assert again.metrics()["schedule"] == first.metrics()["schedule"]
+    assert again.charged_seconds["schedule"] == first.charged_seconds["schedule"]
+    np.testing.assert_array_equal(again.run.positions, first.run.positions)
+    run(6)
+    assert sum(line.startswith("placing the ladder") for line in lines) == 1, lines
 
 
 def test_spt_places_its_levels_on_whole_distinct_subsets(mvn_program):

@@ -33,7 +33,7 @@ from stanaccel.sampling.config import NUTS_WARMUP, PTConfig, SamplerConfig, TTCo
 from stanaccel.sampling.methods import StepTuning, method_spec
 from stanaccel.sampling.program import describe_approximation, prepare_approximations
 from stanaccel.sampling.result import SampleResult, method_label
-from stanaccel.sampling.schedule import IMPROPER_PRIOR, adapt_ladder, adapts_schedule
+from stanaccel.sampling.schedule import IMPROPER_PRIOR, adapts_schedule, placed_ladder
 from stanaccel.sampling.training import Trained, train
 from stanaccel.sampling.warmup import (
     Adaptation,
@@ -160,9 +160,9 @@ def run_sampler(
     factory.config = resolved
     starts = _starts(adaptation.starts, resolved.chains)
     if adapts_schedule(resolved):
-        schedule, charged["schedule"] = adapt_ladder(resolved, model, data, adaptation, starts,
-                                                     seed=seeds["schedule"], subsets_seed=seeds["subsets"],
-                                                     say=say)  # fmt: skip
+        schedule, charged["schedule"] = placed_ladder(resolved, model, data, adaptation, starts,
+                                                      seed=seeds["schedule"], subsets_seed=seeds["subsets"],
+                                                      say=say, checkpoint=checkpoint)  # fmt: skip
         resolved = resolved.replace(betas=[float(b) for b in schedule.betas],
                                     step_factors=[float(f) for f in schedule.step_factors])  # fmt: skip
         factory.config, sources_used["betas"], sources_used["step_factors"] = resolved, "adapted", "adapted"

@@ -31,16 +31,25 @@ The first round starts from betas spaced evenly between 1 and that end
 (Pigeons.jl starts so too). The rounds also adapt each level's factor on its
 inner step (HMC) or scale (MH) to :data:`INNER_ACCEPTANCE`; the draws use the
 placed ``betas`` and ``step_factors``.
+
+A run with a checkpoint folder keeps its placed ladder there
+(:data:`LADDER_FILE`), and a run that continues the same chains takes it
+from there rather than place it again (:func:`placed_ladder`): a resumed
+workflow step, and ``auto``'s pilot going on into its check and its full
+run, which placed the same ladder up to four times before.
 """
 
 from __future__ import annotations
 
 import time
+import zlib
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from stanaccel.atomic import read_checked_pickle, write_checked_pickle
 from stanaccel.kernels import run_chains
 from stanaccel.kernels.schedule import (
     MAX_LEVELS,
@@ -94,6 +103,74 @@ IMPROPER_PRIOR = "the prior looked improper: the ladder stops at beta_min and no
 PRIOR_REJECTION = 0.95
 """Swap rejection of the prior (beta = 0) with its neighbour, in the last round, above which the prior is
 taken for improper (its replica wanders off where the likelihood is nil) and the ladder stops at beta_min."""
+
+
+LADDER_FILE = "ladder.pkl"
+"""The placed ladder in a run's checkpoint folder (with its manifest, ``ladder.pkl.json``)."""
+
+GIVEN_KEYS = ("levels", "beta_min")
+"""The settings whose being given, not only their value, changes the placed ladder (see the module)."""
+
+
+def placed_ladder(
+    config: PTConfig | TTConfig,
+    model,
+    data: dict[str, Any],
+    adaptation,
+    starts: np.ndarray,
+    *,
+    seed: int,
+    subsets_seed: int,
+    say: Callable[[str], None],
+    checkpoint: str | Path | None = None,
+) -> tuple[Schedule, float]:
+    """:func:`adapt_ladder`'s schedule and seconds, or those it gave an earlier run of the same chains.
+
+    The placement is seeded, so a run that continues the chains of one in
+    ``checkpoint`` would place the same ladder again. It takes the one kept
+    in :data:`LADDER_FILE` there instead, where the key matches: the
+    settings (all but ``draws`` and ``warmup``), which of :data:`GIVEN_KEYS`
+    were given, the seeds, and the warm-up's start points, metric and step
+    (a CRC of each array). Its seconds are those it took when placed: they
+    are charged again, as the draws a resumed run takes from its
+    checkpoints are. A ladder placed here is kept there for the next run.
+    """
+    path = None if checkpoint is None else Path(checkpoint) / LADDER_FILE
+    key = _ladder_key(config, adaptation, starts, seed, subsets_seed)
+    if path is not None and path.is_file():
+        try:
+            saved = read_checked_pickle(path)
+        except ValueError as error:
+            saved = None
+            say(f"{error}: the ladder is placed again")
+        if isinstance(saved, dict) and saved.get("key") == key:
+            schedule, seconds = saved["schedule"], saved["seconds"]
+            say(f"ladder: {len(schedule.betas)} levels, barrier {schedule.barrier:.2f}, as an earlier run of "
+                f"these chains placed it ({seconds:.1f} s, charged again; kept in {path})")  # fmt: skip
+            return schedule, seconds
+    schedule, seconds = adapt_ladder(config, model, data, adaptation, starts, seed=seed,
+                                     subsets_seed=subsets_seed, say=say)  # fmt: skip
+    if path is not None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_checked_pickle(path, {"key": key, "schedule": schedule, "seconds": seconds})
+    return schedule, seconds
+
+
+def _ladder_key(config: SamplerConfig, adaptation, starts: np.ndarray, seed: int, subsets_seed: int) -> dict:
+    """What places a ladder, as plain values (see :func:`placed_ladder`)."""
+
+    def crc(values) -> int | None:
+        return None if values is None else zlib.crc32(np.ascontiguousarray(values, dtype=float).tobytes())
+
+    settings = {k: v for k, v in config.as_dict().items() if k not in ("draws", "warmup")}
+    return {
+        "settings": repr(settings),
+        "given": sorted(set(GIVEN_KEYS) & config.user_keys()),
+        "seeds": [int(seed), int(subsets_seed)],
+        "starts": crc(starts),
+        "metric": crc(adaptation.inv_metric),
+        "step_size": adaptation.step_size,
+    }
 
 
 def adapt_ladder(
