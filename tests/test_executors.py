@@ -97,7 +97,11 @@ def test_one_chain_alone_draws_what_it_draws_in_the_whole_run(mvn_model):
 
 @pytest.mark.parametrize(
     ("method", "settings"),
-    [("hmc", {"n_steps": 5}), ("pt", {"inner": "mh", "levels": 3}), ("spt", {"levels": 3})],
+    [
+        ("hmc", {"n_steps": 5}),
+        ("pt", {"inner": "mh", "levels": 3, "schedule_rounds": 4}),
+        ("spt", {"levels": 3, "schedule_rounds": 4}),
+    ],
 )
 @pytest.mark.slow
 def test_chains_on_dask_draw_what_a_local_run_draws(dask_executor, mvn_program, mvn_data, method, settings):
@@ -179,6 +183,7 @@ action = "sample"
 data = "data"
 method = "stt"
 levels = 3
+schedule_rounds = 4
 chains = 2
 warmup = 100
 draws = 50
@@ -196,6 +201,7 @@ nuts_warmup = 100
 tune_from_nuts = true
 start = "nuts_warmup"
 levels = 3
+schedule_rounds = 4
 """
 
 TIMED = ("seconds", "per_second", "wall", "cost_vs_inner", "warmup", "vs_nuts")  # columns that measure time

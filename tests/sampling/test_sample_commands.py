@@ -15,7 +15,9 @@ from tests.sampling.programs import REGRESSION, regression_data
 def test_cli_sample_with_config_file_and_set(tmp_path, capsys):
     (tmp_path / "regression.stan").write_text(REGRESSION)
     write_data(tmp_path / "data.json", regression_data())
-    (tmp_path / "tt.toml").write_text('method = "tt"\ninner = "hmc"\nlevels = 3\nn_steps = 7\n')
+    (tmp_path / "tt.toml").write_text(
+        'method = "tt"\ninner = "hmc"\nlevels = 3\nn_steps = 7\nschedule_rounds = 4\n'
+    )
     out = tmp_path / "fit.nc"
     code = main(
         [
@@ -98,6 +100,7 @@ method = "stt"
 chains = 2
 warmup = 200
 draws = 200
+schedule_rounds = 4
 observations = { count = "N", fields = ["x", "y"] }
 
 [[steps]]
@@ -131,7 +134,7 @@ def test_workflow_sample_step_continues_a_cmdstan_run(tmp_path, mvn_model):
     write_data(tmp_path / "data.json", json.loads(mvn_model.data_json))
     (tmp_path / "w.toml").write_text(
         '[workflow]\nname = "cmdstan"\n[[steps]]\nname = "tt"\naction = "sample"\nprogram = "mvn_mean"\n'
-        f'data = "data.json"\nmethod = "tt"\ndraws = 100\n'
+        f'data = "data.json"\nmethod = "tt"\ndraws = 100\nschedule_rounds = 4\n'
         f"warmup_from = {json.dumps([c.name for c in csvs])}\n"
     )
     context = run_workflow(tmp_path / "w.toml", output=tmp_path / "out", progress=False)

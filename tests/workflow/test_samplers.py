@@ -34,6 +34,7 @@ nuts_warmup = 100
 tune_from_nuts = true
 start = "nuts_warmup"
 levels = 3
+schedule_rounds = 4
 """
 
 

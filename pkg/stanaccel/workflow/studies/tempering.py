@@ -19,7 +19,7 @@ The step sets ``program`` (a bundled program, default ``gp_ard``),
 generator's options), ``samplers`` and ``inner`` (lists of methods and inner
 kernels), ``chains``, ``draws``, ``nuts_warmup``, the samplers' settings
 (the keys of ``stanaccel sample``: ``levels``, ``beta_min``, ``betas``,
-``scale``, ``step_size``, ``n_steps``, ``inner_steps``, ``swap``,
+``schedule_rounds``, ``scale``, ``step_size``, ``n_steps``, ``inner_steps``, ``swap``,
 ``temperature_scaling``) and ``tune_from_nuts`` (the samplers take NUTS's
 adapted step size and metric, and MH the scale 2.38 / sqrt(dim), where the
 step does not set them; without it, settings not given take their defaults
@@ -68,8 +68,8 @@ TEMPERED = tuple(m for m in METHODS if method_spec(m).tempering)
 """The default ``samplers``: every tempered method of the study (not the inner kernels alone)."""
 DEFAULT_INNER = ("hmc",)
 """The default ``inner`` kernels."""
-SETTINGS = ("levels", "beta_min", "betas", "scale", "step_size", "n_steps", "n_steps_jitter", "inner_steps",
-            "swap", "temperature_scaling", "precondition")  # fmt: skip
+SETTINGS = ("levels", "beta_min", "betas", "schedule_rounds", "scale", "step_size", "n_steps",
+            "n_steps_jitter", "inner_steps", "swap", "temperature_scaling", "precondition")  # fmt: skip
 
 
 def _schema(step: dict[str, Any]) -> dict[str, Any]:
