@@ -81,12 +81,16 @@ each correcting the last if it accepted under half the target (the model leaves 
 noise of a subset ladder's whole observations)."""
 
 
+GIVEN_KEYS = ("levels", "beta_min")
+"""The settings whose being given, not only their value, changes the placed ladder (see the module)."""
+
+
 def adapts_schedule(config: SamplerConfig) -> bool:
     """Whether ``config`` (resolved) asks for a placed ladder: a tempering method given no ladder (see the
     module docstring)."""
     if not isinstance(config, PTConfig | TTConfig) or config.betas is not None:
         return False
-    return config.schedule_rounds > 0 and not {"levels", "beta_min"} <= config.user_keys()
+    return config.schedule_rounds > 0 and not set(GIVEN_KEYS) <= config.user_keys()
 
 
 def starting_betas(config: PTConfig | TTConfig, to_prior: bool = True) -> np.ndarray:
@@ -107,9 +111,6 @@ taken for improper (its replica wanders off where the likelihood is nil) and the
 
 LADDER_FILE = "ladder.pkl"
 """The placed ladder in a run's checkpoint folder (with its manifest, ``ladder.pkl.json``)."""
-
-GIVEN_KEYS = ("levels", "beta_min")
-"""The settings whose being given, not only their value, changes the placed ladder (see the module)."""
 
 
 def placed_ladder(
