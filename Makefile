@@ -11,17 +11,21 @@ STAMP := $(VENV)/.installed-stamp
 .PHONY: demo test check docs lint format bench clean
 
 # uv installs in about 45 s what pip installs in 80. --system-certs: it trusts the certificates the
-# system trusts (as pip does), not only its own bundle, so it works behind a proxy. --compile-bytecode:
-# the .pyc files written now, as pip does; without them every process (each test worker, each
-# subprocess) compiled TensorFlow's and the others' sources again wherever PYTHONDONTWRITEBYTECODE is
-# set, 10 s more per import of TensorFlow.
+# system trusts (as pip does), not only its own bundle, so it works behind a proxy. Bytecode: Python
+# writes the .pyc of each module the first time it imports it, for the few thousand of the 12,000
+# installed modules that stanaccel and its tests import (about 13 CPU-s, once); compiling them all at
+# install (--compile-bytecode) took 45 CPU-s and 20 s more of the set-up. Where PYTHONDONTWRITEBYTECODE
+# is set, Python writes none, so every process (each test worker, each subprocess) would compile
+# TensorFlow's and the others' sources again (10 s more per import of TensorFlow): there they are all
+# compiled at install.
+BYTECODE := $(if $(PYTHONDONTWRITEBYTECODE),--compile-bytecode)
 $(STAMP): pyproject.toml
 	@command -v g++ >/dev/null || command -v c++ >/dev/null || { \
 	  echo "stanaccel needs a C++ compiler to build Stan programs (Debian: apt-get install g++)"; exit 1; }
 	@echo "Setting up .venv: stanaccel and its dependencies (over 2.4 GB with TensorFlow, under a minute on first use)"
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet "uv>=0.13.9"
-	$(BIN)/uv pip install --quiet --system-certs --compile-bytecode --python $(BIN)/python -e ".[dev]"
+	$(BIN)/uv pip install --quiet --system-certs $(BYTECODE) --python $(BIN)/python -e ".[dev]"
 	touch $(STAMP)
 
 demo: $(STAMP)
