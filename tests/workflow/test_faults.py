@@ -143,6 +143,10 @@ def _interrupt(
 
 
 CLI = [sys.executable, "-m", "stanaccel.cli"]
+INTO_THE_PHASE = 0.5
+"""Seconds from the line that opens a phase (warm-up, sampling) to the SIGINT: the run is in that phase,
+with draws to keep (hundreds at least, on a busy machine, for these cheap runs), and every second more
+is a second of two cores sampling what no test reads."""
 
 
 @pytest.mark.parametrize("phase", ["warmup", "sampling"])
@@ -152,7 +156,7 @@ def test_interrupted_nuts_writes_its_draws_and_exits_130(tmp_path, mvn_program, 
     lengths = ["--warmup", "100000000", "--draws", "10"] if phase == "warmup" else ["--warmup", "100"]
     lengths += [] if phase == "warmup" else ["--draws", "100000000"]
     command = [*CLI, "nuts", "mvn_mean", "--data", str(mvn_data_file), "--chains", "2", "-q", "-o", str(out)]
-    code, output = _interrupt([*command, *lengths], "iterations", delay=2.0)
+    code, output = _interrupt([*command, *lengths], "iterations", delay=INTO_THE_PHASE)
     assert code == 130, output
     assert f"interrupted: wrote {out} with" in output
     assert "Traceback" not in output and "error" not in output.lower() and "Warning" not in output
@@ -230,7 +234,7 @@ def test_interrupted_workflow_stops_and_records_it(tmp_path, mvn_program):
     path = tmp_path / "long.toml"
     path.write_text(INTERRUPTED_WORKFLOW)
     out = tmp_path / "out"
-    code, output = _interrupt([*CLI, "run", str(path), "-o", str(out), "-q"], "NUTS on", delay=2.0)
+    code, output = _interrupt([*CLI, "run", str(path), "-o", str(out), "-q"], "NUTS on", delay=INTO_THE_PHASE)
     assert code == 130, output
     assert "interrupted: step 'nuts'" in output and " done" not in output
     record = json.loads((out / "run.json").read_text())
@@ -253,7 +257,7 @@ def test_interrupted_sample_writes_its_draws_and_exits_130(tmp_path, mvn_program
     out = tmp_path / "fit.nc"
     command = [*CLI, "sample", "mvn_mean", "--data", str(mvn_data_file), "--method", method, "--chains", "2",
                "--warmup", "100", "--draws", "2000000", "-q", "-o", str(out)]  # fmt: skip
-    code, output = _interrupt(command, "draws", delay=2.0)
+    code, output = _interrupt(command, "draws", delay=INTO_THE_PHASE)
     assert code == 130, output
     assert "Traceback" not in output and "Warning" not in output
     assert out.is_file(), output
