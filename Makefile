@@ -10,11 +10,11 @@ STAMP := $(VENV)/.installed-stamp
 
 .PHONY: demo test check docs lint format bench clean
 
-# uv installs in about 45 s what pip installs in 80. --system-certs: it trusts the certificates the
+# uv installs in about 15 s what pip installs in 80. --system-certs: it trusts the certificates the
 # system trusts (as pip does), not only its own bundle, so it works behind a proxy. Bytecode: Python
 # writes the .pyc of each module the first time it imports it, for the few thousand of the 12,000
-# installed modules that stanaccel and its tests import (about 13 CPU-s, once); compiling them all at
-# install (--compile-bytecode) took 45 CPU-s and 20 s more of the set-up. Where PYTHONDONTWRITEBYTECODE
+# installed modules that stanaccel and its tests import (about 13 CPU-s in a process that imports them
+# all); compiling them all at install (--compile-bytecode) took 45 CPU-s and 20 s more of the set-up. Where PYTHONDONTWRITEBYTECODE
 # is set, Python writes none, so every process (each test worker, each subprocess) would compile
 # TensorFlow's and the others' sources again (10 s more per import of TensorFlow): there they are all
 # compiled at install.

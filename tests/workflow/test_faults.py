@@ -313,7 +313,9 @@ def test_a_killed_workflow_resumes_its_sample_step_to_the_same_draws(tmp_path, m
     )
     assert done.returncode == 0, done.stdout + done.stderr
     assert "resumed from checkpoints" in done.stdout
-    run_workflow(path, output=whole, progress=False)  # never killed: here, not in a third interpreter
+    # never killed, run here rather than in a third interpreter, and checkpointed at the default interval:
+    # the draws depend on neither
+    run_workflow(path, output=whole, progress=False)
     ours = az.from_netcdf(str(killed / "sample" / "posterior.nc")).posterior["theta"].values
     theirs = az.from_netcdf(str(whole / "sample" / "posterior.nc")).posterior["theta"].values
     assert ours.shape == (2, 20000, 2) and np.array_equal(ours, theirs)
