@@ -69,3 +69,24 @@ def test_the_command_lines_help_and_argument_errors_import_no_heavy_package(argv
     )
     done = subprocess.run([sys.executable, "-c", script, *argv], capture_output=True, text=True, check=True)
     assert done.stdout.splitlines()[-1] == "imported:", done.stdout[-300:]
+
+
+def test_a_module_of_the_workflow_package_imports_no_heavy_package():
+    # pytest's settings name stanaccel.workflow.cache's warning, so every pytest run imports it: the
+    # package's exports (the runner, ArviZ, Numba) load only when read.
+    script = (
+        "import sys\nimport stanaccel.workflow.cache\n"
+        f"print('imported:', *(m for m in {HEAVY + ('stanaccel.workflow.runner',)!r} if m in sys.modules))"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
+    assert done.stdout.splitlines()[-1] == "imported:", done.stdout[-300:]
+
+
+def test_lazy_exports_are_the_modules_own_and_listed():
+    import stanaccel.workflow
+    from stanaccel.workflow import runner
+
+    assert "run_workflow" in dir(stanaccel.workflow)
+    assert stanaccel.workflow.run_workflow is runner.run_workflow
+    with pytest.raises(AttributeError, match="module 'stanaccel.workflow' has no attribute 'no_such'"):
+        stanaccel.workflow.no_such  # noqa: B018

@@ -9,6 +9,8 @@ GP density fit) is a :class:`Result`, with the same verbs: ``draws()``,
 
 from typing import TYPE_CHECKING
 
+from stanaccel.lazy import lazy_exports
+
 __version__ = "0.1.0"
 __all__ = ["Result", "StanModel", "sample_nuts"]
 
@@ -18,14 +20,8 @@ if TYPE_CHECKING:
     from stanaccel.stan.nuts import sample_nuts
 
 _LAZY = {"Result": "stanaccel.results", "StanModel": "stanaccel.stan", "sample_nuts": "stanaccel.stan.nuts"}
+"""``Result``, ``StanModel`` and ``sample_nuts``, imported on first use, so that importing a subpackage
+(the command line among them) does not load NumPy, ArviZ and Stan before it needs to: ``stanaccel``
+answers Ctrl-C in its first seconds with one line, not a traceback."""
 
-
-def __getattr__(name: str):
-    """``Result``, ``StanModel`` and ``sample_nuts``, imported on first use, so that importing a
-    subpackage (the command line among them) does not load NumPy, ArviZ and Stan before it needs to:
-    ``stanaccel`` answers Ctrl-C in its first seconds with one line, not a traceback."""
-    if name in _LAZY:
-        from importlib import import_module
-
-        return getattr(import_module(_LAZY[name]), name)
-    raise AttributeError(f"module 'stanaccel' has no attribute {name!r}")
+__getattr__, __dir__ = lazy_exports(__name__, _LAZY)

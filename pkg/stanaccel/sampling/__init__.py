@@ -18,10 +18,9 @@
   executor's workers.
 """
 
-from importlib import import_module
-
 # The table of methods, which every module here reads, is filled first (in a process worker too); the
 # rest is imported on first use, so that the command line's help does not pay for ArviZ and SciPy.
+from stanaccel.lazy import lazy_exports
 from stanaccel.sampling import methods as _methods  # noqa: F401
 
 _EXPORTS = {
@@ -43,16 +42,4 @@ _EXPORTS = {
 command line's ``--help`` and the table of methods do not pay for ArviZ, SciPy and the samplers."""
 
 __all__ = sorted(_EXPORTS)
-
-
-def __getattr__(name: str):
-    if name not in _EXPORTS:
-        raise AttributeError(f"module 'stanaccel.sampling' has no attribute {name!r}")
-    value = getattr(import_module(_EXPORTS[name]), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    """The package's names with the exports not imported yet (``dir``, Sphinx's autodoc, completion)."""
-    return sorted(set(globals()) | set(_EXPORTS))
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
