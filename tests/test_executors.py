@@ -307,6 +307,7 @@ def _fails_above_one(x: np.ndarray) -> float:
     return -0.5 * float(x @ x)
 
 
+@pytest.mark.slow
 def test_batch_parts_on_workers_are_rejected_where_undefined_and_counted(dask_executor, reject_program):
     from stanaccel.approx import KeepConstants
     from stanaccel.densities import FunctionDensity, safe_log_densities

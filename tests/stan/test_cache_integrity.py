@@ -307,12 +307,15 @@ def test_the_build_message_gives_the_time_builds_took_here(tmp_path, monkeypatch
     models = tmp_path / "models"
     models.mkdir()
     assert expected_build() == "up to a minute: the first build timed on this machine"
+    assert expected_build(with_bridge=True) == (
+        "one to two minutes, the bridge beside it: the first build timed on this machine"
+    )
     (models / "old.so.json").write_text(json.dumps({"built_at": "2026-12-01T10:00:00+0000"}))  # not timed
     assert expected_build().startswith("up to a minute")
     (models / "first.so.json").write_text(
         json.dumps({"built_at": "2026-12-02T10:00:00+0000", "seconds": 61.0, "with_bridge": True})
     )
-    assert expected_build() == "about 61 s on this machine, as its last 1 builds took"  # only that one
+    assert expected_build() == "about 61 s on this machine, as its last build took"  # only that one
     for i, seconds in enumerate([20.0, 30.0, 25.0, 90.0, 24.0, 26.0]):  # 20 s is the oldest, left out
         record = {"built_at": f"2026-12-03T10:00:0{i}+0000", "seconds": seconds, "with_bridge": False}
         (models / f"p{i}.so.json").write_text(json.dumps(record))
