@@ -14,10 +14,10 @@ STAMP := $(VENV)/.installed-stamp
 # system trusts (as pip does), not only its own bundle, so it works behind a proxy. Bytecode: Python
 # writes the .pyc of each module the first time it imports it, for the few thousand of the 12,000
 # installed modules that stanaccel and its tests import (about 13 CPU-s in a process that imports them
-# all); compiling them all at install (--compile-bytecode) took 45 CPU-s and 20 s more of the set-up. Where PYTHONDONTWRITEBYTECODE
-# is set, Python writes none, so every process (each test worker, each subprocess) would compile
-# TensorFlow's and the others' sources again (10 s more per import of TensorFlow): there they are all
-# compiled at install.
+# all); compiling them all at install (--compile-bytecode) took 45 CPU-s and 20 s more of the set-up.
+# Where PYTHONDONTWRITEBYTECODE is set, Python writes none, so every process (each test worker, each
+# subprocess) would compile TensorFlow's and the others' sources again (10 s more per import of
+# TensorFlow): there they are all compiled at install.
 BYTECODE := $(if $(PYTHONDONTWRITEBYTECODE),--compile-bytecode)
 $(STAMP): pyproject.toml
 	@command -v g++ >/dev/null || command -v c++ >/dev/null || { \
