@@ -14,6 +14,7 @@ import pytest
 
 from stanaccel import Result
 from stanaccel.densities import FunctionDensity
+from stanaccel.diagnostics.files import OutputError
 from stanaccel.gpdensity import GaussianBase, GibbsSampler, SquaredExponential, VariationalFit
 from stanaccel.gpdensity.gibbs import GibbsRun
 from stanaccel.gpdensity.stan_baseline import StanBaselineFit
@@ -123,13 +124,17 @@ def test_kernel_run_saves_what_arviz_reads(kernel_run, tmp_path):
     np.testing.assert_array_equal(back.unconstrained_posterior["theta_unc"].values, kernel_run.positions)
 
 
-def test_save_returns_the_fallback_when_the_path_fails(kernel_run, tmp_path, monkeypatch):
+def test_save_makes_its_folder_and_raises_where_it_cannot_write(kernel_run, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    written = kernel_run.save(tmp_path / "no such folder" / "run.nc")
-    assert written.parent == tmp_path and "rescued" in written.name
+    written = kernel_run.save(tmp_path / "no such folder" / "run.nc")  # made, as the command line makes it
     np.testing.assert_array_equal(
         az.from_netcdf(written).posterior["scale"].values, kernel_run.constrained["scale"]
     )
+    blocked = tmp_path / "blocked.nc"
+    blocked.mkdir()  # a folder where the file should go
+    with pytest.raises(OutputError, match=f"cannot write {blocked}: Is a directory"):
+        kernel_run.save(blocked)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["blocked.nc", "no such folder"]  # no rescue file
 
 
 def fake_nuts_fit(chains=2, draws=50, warmup=10) -> NutsFit:

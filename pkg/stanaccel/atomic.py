@@ -29,32 +29,33 @@ import os
 import pickle
 import tempfile
 import time
+import warnings
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 
-def write_bytes(path: Path, payload: bytes) -> None:
-    """Write ``payload`` to ``path`` atomically, creating its folder."""
-    path = Path(path)
+def write_bytes(path: Path, payload: bytes | memoryview) -> None:
+    """Write ``payload`` to ``path`` atomically, creating its folder.
+
+    A symbolic link at ``path`` is followed: the file it names is replaced,
+    the link stays. Where the write fails (a full disk), the temporary file
+    is removed and the ``OSError`` raised; ``path`` keeps what it held.
+    """
+    path = real_path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with open(temporary, "wb") as file:
-        file.write(payload)
-        file.flush()
-        os.fsync(file.fileno())
-    os.replace(temporary, path)
+    write_with(path, lambda temporary: temporary.write_bytes(payload))
 
 
 def write_with(path: Path, write: Callable[[Path], Any]) -> None:
     """Have ``write`` make the file ``path`` atomically: it writes a temporary file beside it.
 
-    For writers that take a path rather than bytes (a netCDF file is
-    written group by group): a reader never sees the file half written, and
-    two processes never write the same file at once. The temporary file is
-    removed if ``write`` fails; its exception is raised.
+    For writers that take a path rather than bytes: a reader never sees the
+    file half written, and two processes never write the same file at once.
+    A symbolic link at ``path`` is followed. The temporary file is removed if
+    ``write`` fails; its exception is raised.
     """
-    path = Path(path)
+    path = real_path(path)
     temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
         write(temporary)
@@ -63,6 +64,17 @@ def write_with(path: Path, write: Callable[[Path], Any]) -> None:
         os.replace(temporary, path)
     finally:
         temporary.unlink(missing_ok=True)
+
+
+def real_path(path: str | Path) -> Path:
+    """``path``, or the file a symbolic link there names (a link to a link followed to its end).
+
+    Writing a file by renaming a new one onto it would replace a link with a
+    regular file; writing the link's target keeps the link, as ``open``'s
+    writes do.
+    """
+    path = Path(path)
+    return Path(os.path.realpath(path)) if path.is_symlink() else path
 
 
 def write_pickle(path: Path, value: Any) -> None:
@@ -89,6 +101,30 @@ def write_checked_pickle(path: Path, value: Any) -> None:
     write_manifest(Path(path), Path(path), {})
 
 
+class CheckpointNotWritten(UserWarning):
+    """A checkpoint could not be written (a full disk): the run goes on and keeps its draws in memory."""
+
+
+def write_checkpoint(path: Path, value: Any) -> bool:
+    """:func:`write_checked_pickle`, where a failure to write warns instead of raising; False if it failed.
+
+    A checkpoint is there to resume a run that is stopped; a run whose disk
+    fills must not lose its draws over one: it goes on without that
+    checkpoint, and its draws are written (or rescued) at the end.
+    """
+    try:
+        write_checked_pickle(path, value)
+        return True
+    except OSError as error:
+        warnings.warn(
+            f"could not write a checkpoint in {Path(path).parent} ({error.strerror or error}): the run goes "
+            "on and keeps its draws, but cannot resume from this point if it is stopped",
+            CheckpointNotWritten,
+            stacklevel=2,
+        )
+        return False
+
+
 def read_checked_pickle(path: Path) -> Any:
     """What ``path`` holds, if it matches its manifest; else ``ValueError`` naming the file and why."""
     problem = damage(Path(path))
@@ -112,7 +148,11 @@ def exclusive_lock(lock: Path, what: str, instead: str) -> Iterator[None]:
     """Hold an exclusive lock on the file ``lock``, which names this process id, while the block runs.
 
     The operating system drops the lock when the process ends, killed or
-    not, so a lock is never left behind; the file stays.
+    not, so a lock is never left behind. The file is removed when the block
+    ends (a killed run leaves it, unlocked: the next run takes it). A run
+    that opened the file just before it was removed finds, once it holds
+    the lock, that the file at ``lock`` is no longer the one it opened, and
+    opens the new one.
 
     Parameters
     ----------
@@ -128,24 +168,40 @@ def exclusive_lock(lock: Path, what: str, instead: str) -> Iterator[None]:
     OutputInUse
         Another process holds the lock; the message names ``what`` and that process's id.
     """
-    with open(lock, "a+") as handle:
+    while True:
+        handle = open(lock, "a+")  # noqa: SIM115 (closed below, after the block and the unlink)
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             handle.seek(0)
             other = handle.read().strip() or "unknown"
+            handle.close()
             raise OutputInUse(
                 f"{what} is in use by another stanaccel run (pid {other}); wait for it "
                 f"to end, or give this run {instead}"
             ) from None
+        if _same_file(handle, lock):
+            break
+        handle.close()  # the file was removed by the run that held it, after this one opened it: again
+    try:
         handle.seek(0)
         handle.truncate()
         handle.write(f"{os.getpid()}\n")
         handle.flush()
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
+        yield
+    finally:
+        with contextlib.suppress(OSError):
+            os.unlink(lock)  # still holding the lock: a run that opened the file then finds it gone
+        fcntl.flock(handle, fcntl.LOCK_UN)
+        handle.close()
+
+
+def _same_file(handle: Any, path: Path) -> bool:
+    """Whether the open file ``handle`` is still the file at ``path`` (not removed or replaced)."""
+    try:
+        return os.path.samestat(os.fstat(handle.fileno()), os.stat(path))
+    except FileNotFoundError:
+        return False
 
 
 # The manifests, shared with the compile cache (stanaccel.stan.cache): an artefact is used

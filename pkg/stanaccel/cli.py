@@ -10,9 +10,12 @@
   workflow's outputs (``OUTPUT_DIR/report.html``).
 - ``stanaccel compile PROGRAM``: compile (or find in the cache) a program.
 
-Exit status: 0 on success, 2 for bad input (the message names it), 130 when
-interrupted (Ctrl-C), after writing what was drawn; 1 when the output could
-not be written whole (draws in a fallback file, a report missing a step's outputs).
+Exit status: 0 on success; 1 when an output could not be written (the draws
+then went to a rescue file, whose path is printed; or a report misses a step's
+outputs); 2 for bad input (the message names it); 128 + the signal's number
+when stopped by one, after writing what was drawn: 130 for Ctrl-C (SIGINT),
+143 for SIGTERM (``kill``, ``timeout``, SLURM, ``docker stop``), 129 for
+SIGHUP (a closed terminal); see :mod:`stanaccel.signals`.
 ``nuts`` and ``sample`` lock their output file from the start: a second run on
 the same file is refused (exit status 2).
 """
@@ -21,12 +24,18 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import errno
+import signal
 import sys
 import warnings
 from pathlib import Path
 
 INTERRUPTED = 130
+"""The exit status after Ctrl-C; another stop signal gives 128 + its number (:func:`_stopped_status`)."""
 BAD_INPUT = 2
+OUTPUT_FAILED = 1
+OUTPUT_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EIO, errno.EROFS})
+"""An ``OSError`` of these is the disk's (full, over quota, failing, read-only): exit status 1, not 2."""
 NUTS_DEFAULTS = {"chains": 4, "warmup": 1000}
 EXECUTOR_HELP = (
     "serial (default), threads[:N], processes[:N], dask:local[:N] (a local Dask cluster of N processes) "
@@ -83,22 +92,32 @@ def _nuts(args: argparse.Namespace) -> int:
 
 def _nuts_into(args: argparse.Namespace, output: Path) -> int:
     from stanaccel.diagnostics import convergence_metrics, summary, to_inference_data
-    from stanaccel.diagnostics.files import save_netcdf
+    from stanaccel.diagnostics.files import save_or_rescue
     from stanaccel.sampling.program import Program, check_finite_data, check_parameters, prepare_data
-    from stanaccel.stan import StanModel
-    from stanaccel.stan.nuts import WarmupState, sample_nuts
+    from stanaccel.stan import StanModel, compile_program
+    from stanaccel.stan.nuts import WarmupState, continued_settings, sample_nuts
 
+    _check_nuts_arguments(args)
     warmup_from = WarmupState.from_netcdf(args.warmup_from) if args.warmup_from else None
+    if warmup_from is not None and args.chains is not None and args.chains > len(warmup_from.step_size):
+        held = len(warmup_from.step_size)
+        raise ValueError(
+            f"--chains {args.chains}: {args.warmup_from} has {held} chains, and each chain continues one of "
+            f"them; give --chains {held} or fewer (or leave it out), or run a new warm-up (without "
+            "--warmup-from) for more chains"
+        )
     program = _program(args.program)
-    check_parameters(program)  # before it is compiled
-    data = prepare_data(Program.of(program), args.data)  # beta = 1 where declared
-    model = StanModel(program, data)
+    source = Program.of(program, args.include_path or ())  # its #include files inlined
+    check_parameters(source)  # before it is compiled
+    data = prepare_data(source, args.data)  # beta = 1 where declared
+    model = StanModel(compile_program(program, args.include_path or ()), data)
     check_finite_data(model, data, f"data file {args.data}")
-    check_parameters(program, model.dim)
+    check_parameters(source, model.dim)
     given = {k: getattr(args, k) for k in NUTS_DEFAULTS if getattr(args, k) is not None}
     settings = given if warmup_from is not None else {**NUTS_DEFAULTS, **given}
-    chains = settings.get("chains", len(warmup_from.step_size) if warmup_from is not None else 0)
-    warmup = settings.get("warmup", 0)
+    # A borrowed warm-up of another program is refused here; one made on other data is adapted again.
+    shown = continued_settings(warmup_from, model, given)[0] if warmup_from is not None else settings
+    chains, warmup = shown["chains"], shown["warmup"]
     source = f" (adaptation from {args.warmup_from})" if warmup_from is not None else ""
     print(
         f"stanaccel nuts: {model.name}, {chains} chains x ({warmup} warm-up + {args.draws}) iterations"
@@ -119,17 +138,17 @@ def _nuts_into(args: argparse.Namespace, output: Path) -> int:
         **settings,
     )
     idata = to_inference_data(fit)
-    written = save_netcdf(idata, output)
-    if written != output:
-        print(f"stanaccel nuts: could not write {output}; wrote the draws to {written}", file=sys.stderr)
+    saved = save_or_rescue(idata, output)
+    written = saved.path
+    _say_rescued("nuts", saved)
     if fit.interrupted:
         warmup_done = fit.warmup_unconstrained.shape[1]
         stage = "" if fit.adapted else f", warm-up stopped after {warmup_done} iterations (not adapted)"
         print(
-            f"interrupted: wrote {written} with {fit.num_draws} draws per chain{stage}",
+            f"{_stopped()}: wrote {written} with {fit.num_draws} draws per chain{stage}",
             file=sys.stderr,
         )
-        return INTERRUPTED
+        return _stopped_status()
     print(summary(idata).to_string())
     borrowed = (warmup_from.seconds or 0.0) if warmup_from is not None else 0.0
     metrics = convergence_metrics(
@@ -142,10 +161,60 @@ def _nuts_into(args: argparse.Namespace, output: Path) -> int:
         f"ESS bulk min {metrics['ess_bulk_min']:.0f}, tail min {metrics['ess_tail_min']:.0f}, R-hat max "
         f"{metrics['rhat_max']:.3f}, {_ess_per_second(metrics)}, {metrics.get('divergences', 0)} "
         f"divergences, {metrics.get('max_tree_depth_hits', 0)} at the "
-        f"largest tree depth; {_verdict(metrics)}; wrote {written}"
+        f"largest tree depth; {_verdict(metrics)}; wrote {_wrote(saved)}"
     )
     _print_warnings(metrics)
-    return 0 if written == output else 1
+    return OUTPUT_FAILED if saved.rescued else 0
+
+
+def _say_rescued(command: str, saved) -> None:
+    """Where the draws went when the output could not be written (a full disk): on stderr, at once."""
+    if saved.rescued:
+        print(
+            f"stanaccel {command}: could not write {saved.asked} ({saved.problem}); wrote the draws to "
+            f"{saved.path}",
+            file=sys.stderr,
+            flush=True,
+        )
+
+
+def _wrote(saved) -> str:
+    """The file written, its size and the seconds the writing took: "fit.nc (161 MB in 1.8 s)"."""
+    return f"{saved.path} ({saved.size / 1e6:.3g} MB in {saved.seconds:.1f} s)"
+
+
+def _stopped() -> str:
+    """How a stopped run's message starts: "interrupted" (Ctrl-C), "stopped by SIGTERM"."""
+    from stanaccel.signals import describe, received
+
+    signum = received()
+    return "interrupted" if signum in (None, signal.SIGINT) else f"stopped by {describe(signum)}"
+
+
+def _stopped_status() -> int:
+    """The exit status of a run a signal stopped: 128 + its number (130 for Ctrl-C, 143 for SIGTERM)."""
+    from stanaccel.signals import received
+
+    return 128 + (received() or signal.SIGINT)
+
+
+def _check_nuts_arguments(args: argparse.Namespace) -> None:
+    """``stanaccel nuts``'s numbers, checked before any file is read or the program compiled."""
+    for key in ("chains", "draws", "thin", "max_depth"):
+        value = getattr(args, key)
+        if value is not None and value < 1:
+            raise ValueError(f"--{key.replace('_', '-')}: {key} = {value}: must be at least 1")
+    if args.warmup is not None and args.warmup_from and args.warmup < 0:
+        raise ValueError(f"--warmup: warmup = {args.warmup}: must be at least 0")
+    if args.warmup is not None and not args.warmup_from and args.warmup < 1:
+        raise ValueError(
+            f"--warmup: warmup = {args.warmup}: must be at least 1 NUTS warm-up iteration: the draws start "
+            f"from what the warm-up adapts (step size, metric, start points), and {args.warmup} iterations "
+            f"adapt none of it; give more iterations (the default is {NUTS_DEFAULTS['warmup']}), or an "
+            "earlier warm-up instead (--warmup-from FILE)"
+        )
+    if not 0 < args.delta < 1:
+        raise ValueError(f"--delta: delta = {args.delta}: the target acceptance rate must be in (0, 1)")
 
 
 def _borrowed_line(state, source: str) -> str:
@@ -180,7 +249,8 @@ def _print_warnings(metrics: dict) -> None:
 def _sample(args: argparse.Namespace) -> int:
     from stanaccel.stan.compiler import read_program
 
-    read_program(_program(args.program))  # a missing file named now, before ArviZ's import (1.3 s)
+    # A missing file (or #include file) named now, before ArviZ's import (1.3 s).
+    read_program(_program(args.program), args.include_path or ())
     from stanaccel.diagnostics.files import check_writable
 
     method, settings, sources = _sample_settings(args)
@@ -211,18 +281,21 @@ def _sample_into(
             log=lambda line: print(f"stanaccel sample: {line}", file=sys.stderr, flush=True),
             executor=args.executor,
             tune=_tune_options(args),
+            include_paths=args.include_path or (),
         )
     except KeyboardInterrupt as stop:  # stopped before it had draws to keep (a stopped sampler returns them)
         why = f" ({stop})" if str(stop) else ""
-        print(f"interrupted: no draws were kept{why}; {output} was not written", file=sys.stderr)
-        return INTERRUPTED
-    written, metrics = write_result(result, output)
-    if written != output:
-        print(f"stanaccel sample: could not write {output}; wrote the draws to {written}", file=sys.stderr)
+        print(f"{_stopped()}: no draws were kept{why}; {output} was not written", file=sys.stderr)
+        return _stopped_status()
+    saved, metrics = write_result(result, output)
+    written = saved.path
+    _say_rescued("sample", saved)
     if metrics is None:
-        print(f"interrupted: wrote {written} with {result.num_draws} draws per chain",
+        kept, asked = len(getattr(result.run, "positions", ())), result.config.chains  # a kernel run's
+        fewer = f" ({kept} of {asked} chains: the others had not begun)" if 0 < kept < asked else ""
+        print(f"{_stopped()}: wrote {written} with {result.num_draws} draws per chain{fewer}",
               file=sys.stderr)  # fmt: skip
-        return INTERRUPTED
+        return _stopped_status()
     print(result.summary().to_string())
     if "auto" in metrics:
         print(metrics["auto"]["reason"])
@@ -234,10 +307,10 @@ def _sample_into(
         f"ESS bulk min {metrics['ess_bulk_min']:.0f}, tail min "
         f"{metrics['ess_tail_min']:.0f}, R-hat max {metrics['rhat_max']:.3f}, acceptance "
         f"{metrics['acceptance']:.2f}; {metrics['wall_seconds']:.1f} s with {charged} charged, "
-        f"{_ess_per_second(metrics)}; wrote {written}"
+        f"{_ess_per_second(metrics)}; wrote {_wrote(saved)}"
     )
     _print_warnings(metrics)
-    return 0 if written == output else 1
+    return OUTPUT_FAILED if saved.rescued else 0
 
 
 def _tune_options(args: argparse.Namespace) -> dict | None:
@@ -299,28 +372,31 @@ def _run(args: argparse.Namespace) -> int:
             cache=False if args.recompute else None,
             executor=args.executor,
         )
-    except WorkflowInterrupted as stop:
+    except WorkflowInterrupted as stop:  # the message names the signal
         print(f"interrupted: {stop}", file=sys.stderr)
-        return INTERRUPTED
+        return _stopped_status()
     print(f"workflow {context.workflow.name} done; outputs in {context.output}")
     return 0
 
 
 def _report(args: argparse.Namespace) -> int:
-    from stanaccel.diagnostics.report import missing_outputs, write_report
+    from stanaccel.diagnostics.report import report
 
-    path = write_report(args.output_dir, args.output)
-    missing = missing_outputs(args.output_dir)
-    for line in missing.values():
+    written = report(args.output_dir, args.output)
+    for line in written.left_out.values():
         print(f"stanaccel report: warning: {line}", file=sys.stderr)
-    print(f"wrote {path}" + (f" without {len(missing)} step(s) whose outputs are missing" if missing else ""))
-    return 1 if missing else 0
+    left_out = len(written.left_out)
+    print(
+        f"wrote {written.path}"
+        + (f" without {left_out} step(s) whose outputs are missing or unreadable" if left_out else "")
+    )
+    return 1 if left_out else 0
 
 
 def _compile(args: argparse.Namespace) -> int:
     from stanaccel.stan import compile_program
 
-    program = compile_program(_program(args.program))
+    program = compile_program(_program(args.program), args.include_path or ())
     state = "built" if program.built else "found in cache"
     print(f"{program.name}: {state} at {program.library}")
     if program.warnings:
@@ -329,12 +405,27 @@ def _compile(args: argparse.Namespace) -> int:
 
 
 def _program(text: str) -> Path:
-    """A ``.stan`` path, or the name of a bundled program."""
-    path = Path(text)
-    if path.suffix == ".stan" or path.exists():
-        return path
-    from stanaccel.programs import program_path
+    """A ``.stan`` path, or the name of a bundled program.
 
+    Raises
+    ------
+    FileNotFoundError, IsADirectoryError
+        No such file, or a folder: the message says what is expected.
+    """
+    path = Path(text)
+    expected = f"give a Stan program file (.stan) or a bundled program's name ({_bundled_programs()})"
+    if path.is_dir():
+        raise IsADirectoryError(f"Stan program {text!r} is a folder: {expected}")
+    if path.is_file():
+        return path
+    if path.suffix == ".stan" or len(path.parts) > 1:
+        raise FileNotFoundError(f"Stan program file not found: {text!r}; {expected}")
+    from stanaccel.programs import bundled_programs, program_path
+
+    if text not in bundled_programs():
+        raise FileNotFoundError(
+            f"no Stan program file {text!r} and no bundled program of that name: {expected}"
+        )
     return program_path(text)
 
 
@@ -399,6 +490,12 @@ class _Parser(argparse.ArgumentParser):
         return super(_Parser, self.filled()).format_usage()
 
 
+INCLUDE_PATH_HELP = (
+    "a folder to look for the files of the program's #include lines in, after the program's own folder; "
+    "repeat for more"
+)
+
+
 def build_parser() -> argparse.ArgumentParser:
     from stanaccel import __version__
 
@@ -426,11 +523,15 @@ def build_parser() -> argparse.ArgumentParser:
     )
     nuts.add_argument("program", help=f"a .stan file or a bundled program ({_bundled_programs()})")
     nuts.add_argument("--data", help="Stan JSON data file (stanaccel.stan.write_data writes one)")
+    nuts.add_argument("--include-path", action="append", metavar="DIR", help=INCLUDE_PATH_HELP)
     nuts.add_argument(
         "--chains", type=int, help="number of chains (default 4; with --warmup-from, the file's)"
     )
     nuts.add_argument(
-        "--warmup", type=int, help="warm-up iterations per chain (default 1000; with --warmup-from, 0)"
+        "--warmup",
+        type=int,
+        help="warm-up iterations per chain (default 1000; with --warmup-from, 0, or 300 where that warm-up "
+        "was made on other data or cannot be checked)",
     )
     nuts.add_argument("--draws", type=int, default=1000, help="draws per chain after warm-up")
     nuts.add_argument("--thin", type=int, default=1, help="keep every THIN-th draw")
@@ -446,7 +547,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--warmup-from",
         metavar="FILE",
         help="netCDF file of an earlier stanaccel nuts or sample run (its --output): sample on from its "
-        "last draws with its warm-up's adapted step sizes and metric, without a new warm-up",
+        "last draws with its warm-up's adapted step sizes and metric, without a new warm-up if it was made "
+        "on this program and data (otherwise a short one from it: see --warmup)",
     )
     nuts.add_argument("--output", "-o", help="netCDF file for the InferenceData (default: PROGRAM-nuts.nc)")
     nuts.add_argument("--quiet", "-q", action="store_true", help="no progress bar")
@@ -517,6 +619,7 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=_HelpFormatter,
     )
     comp.add_argument("program", help=f"a .stan file or a bundled program ({_bundled_programs()})")
+    comp.add_argument("--include-path", action="append", metavar="DIR", help=INCLUDE_PATH_HELP)
     comp.set_defaults(func=_compile)
     return parser
 
@@ -531,6 +634,7 @@ def _sample_options(sample: argparse.ArgumentParser) -> None:
     )
     sample.add_argument("program", help=f"a .stan file or a bundled program ({_bundled_programs()})")
     sample.add_argument("--data", help="Stan JSON data file")
+    sample.add_argument("--include-path", action="append", metavar="DIR", help=INCLUDE_PATH_HELP)
     sample.add_argument("--method", "-m", choices=[*METHODS, AUTO], metavar="METHOD",
                         help=f"the sampler: {', '.join(METHODS)} (default: --config's or nuts); or {AUTO}: "
                         "short pilots of the exact methods, the one of highest projected ESS/s "
@@ -603,15 +707,19 @@ def _show_warning(message, category, filename, lineno, file=None, line=None) -> 
 
 
 def main(argv: list[str] | None = None) -> int:
-    try:
-        return _main(argv)
-    except KeyboardInterrupt:  # while importing or parsing, before a command handles it
-        print("stanaccel: interrupted", file=sys.stderr)
-        return INTERRUPTED
+    from stanaccel.signals import stop_on_signals
+
+    with stop_on_signals():  # SIGTERM and SIGHUP stop a run as Ctrl-C does, keeping its draws
+        try:
+            return _main(argv)
+        except KeyboardInterrupt:  # while importing or parsing, before a command handles it
+            print(f"stanaccel: {_stopped()}", file=sys.stderr)
+            return _stopped_status()
 
 
 def _main(argv: list[str] | None) -> int:
     args = build_parser().parse_args(argv)
+    from stanaccel.errors import OutputFailed
     from stanaccel.extras import MissingExtraError
     from stanaccel.stan.compiler import enable_build_messages
     from stanaccel.stan.errors import StanError
@@ -621,12 +729,13 @@ def _main(argv: list[str] | None) -> int:
 
     try:
         return args.func(args)
-    except (StanError, FileNotFoundError, ValueError, OSError, MissingExtraError) as exc:
+    except (StanError, ValueError, OSError, MissingExtraError) as exc:
         print(f"stanaccel {args.command}: error: {exc}", file=sys.stderr)
-        return BAD_INPUT
+        disk = isinstance(exc, OutputFailed) or getattr(exc, "errno", None) in OUTPUT_ERRNOS
+        return OUTPUT_FAILED if disk else BAD_INPUT  # a full disk is no bad input
     except KeyboardInterrupt:
-        print("stanaccel: interrupted", file=sys.stderr)
-        return INTERRUPTED
+        print(f"stanaccel: {_stopped()}", file=sys.stderr)
+        return _stopped_status()
 
 
 if __name__ == "__main__":

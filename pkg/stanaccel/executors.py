@@ -32,22 +32,23 @@ workflow key ``[workflow] executor`` take: ``serial``, ``threads[:N]``,
 
 from __future__ import annotations
 
+import contextlib
+import math
 import multiprocessing
 import os
 import re
 import shutil
-import signal
 import socket
 import tempfile
-import threading
+import time
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 from stanaccel.extras import MissingExtraError
+from stanaccel.signals import ignore_stop_signals, stop_signals_ignored
 
 SPECS = "serial, threads[:N], processes[:N], dask:local[:N] or dask:ADDRESS (such as dask:tcp://host:8786)"
 DASK_MISSING = (
@@ -59,6 +60,11 @@ MALLOC_TRIM = "distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_"
 threshold: every large temporary of a Stan evaluation on big data is then a fresh mmap, and an
 evaluation of the big-data logistic regression (N = 10^5) took 1.4x as long on a worker as in this
 process. A local cluster's workers start without it."""
+
+
+STOP_GRACE = 30.0
+"""Seconds the tasks of a stopped :meth:`Executor.map` get to end early and return what they have:
+SLURM waits 30 s (its KillWait) between SIGTERM and SIGKILL; ``docker stop`` 10 s."""
 
 
 class Executor(ABC):
@@ -75,16 +81,29 @@ class Executor(ABC):
         Whether tasks run in other processes (their arguments and results are pickled).
     shares : bool
         Whether :meth:`share` sends an object to the workers once (Dask only).
+    stop_file : Path or None
+        A file whose being there asks this executor's tasks to end early and
+        return what they have (a task watches it with :func:`stop_requested`);
+        :meth:`map` makes it when a stop signal comes. None: the tasks cannot
+        be asked, and a stop cancels them.
     """
 
     workers: int = 1
     scratch: Path | None = None
     remote: bool = False
     shares: bool = False
+    stop_file: Path | None = None
 
     @abstractmethod
-    def map(self, fn: Callable[[Any], Any], items: Iterable[Any]) -> list[Any]:
-        """``[fn(item) for item in items]``, possibly at the same time; the first error is raised."""
+    def map(self, fn: Callable[[Any], Any], items: Iterable[Any], *, keep_on_stop: bool = False) -> list[Any]:
+        """``[fn(item) for item in items]``, possibly at the same time; the first error is raised.
+
+        A stop (Ctrl-C, SIGTERM, SIGHUP: ``KeyboardInterrupt`` here) while the
+        tasks run cancels them and raises ``KeyboardInterrupt``. With
+        ``keep_on_stop``, for tasks that watch :attr:`stop_file`, it is made
+        instead and their results (which say they stopped early) are
+        returned, if they all end within :data:`STOP_GRACE` seconds.
+        """
 
     def share(self, obj: Any) -> Any:
         """A handle for ``obj``, sent to the workers once, where this executor ``shares``.
@@ -117,9 +136,9 @@ class Executor(ABC):
 
 
 class SerialExecutor(Executor):
-    """Each item in turn, in this process."""
+    """Each item in turn, in this process (a stop raises in the task itself, which may keep what it has)."""
 
-    def map(self, fn, items):
+    def map(self, fn, items, *, keep_on_stop=False):
         return [fn(item) for item in items]
 
 
@@ -136,10 +155,32 @@ class _PoolExecutor(Executor):
     def _make_pool(self):
         """The ``concurrent.futures`` pool to run on."""
 
-    def map(self, fn, items):
+    def map(self, fn, items, *, keep_on_stop=False):
         if self._pool is None:
             self._pool = self._make_pool()
-        return list(self._pool.map(fn, items))
+        with self._starting():
+            futures = [self._pool.submit(fn, item) for item in items]
+
+        def running() -> bool:
+            failed = any(f.done() and f.exception() is not None for f in futures)
+            return not failed and not all(f.done() for f in futures)
+
+        try:
+            _until(running)  # waiting a short while at a time, so that a stop signal raises here
+        except KeyboardInterrupt:
+            if not (keep_on_stop and _ask_to_stop(self.stop_file, lambda: _until(running, STOP_GRACE))):
+                for future in futures:
+                    future.cancel()
+                self._abandon()
+                raise
+        return [future.result() for future in futures]
+
+    def _starting(self) -> contextlib.AbstractContextManager[None]:
+        """What holds while tasks are submitted (and a pool may start its workers)."""
+        return contextlib.nullcontext()
+
+    def _abandon(self) -> None:
+        """After a stop: end what still runs, where this executor can (threads run on to their end)."""
 
     def close(self) -> None:
         if self._pool is not None:
@@ -150,18 +191,29 @@ class _PoolExecutor(Executor):
 class ThreadExecutor(_PoolExecutor):
     """Threads of this process: pays off where the work releases the GIL (Stan's evaluations do)."""
 
+    def __init__(self, workers: int | None = None):
+        super().__init__(workers)
+        self._stop_folder = tempfile.mkdtemp(prefix="stanaccel-stop-")
+        self.stop_file = Path(self._stop_folder) / STOP_NAME
+
     def _make_pool(self):
         return ThreadPoolExecutor(self.workers, thread_name_prefix="stanaccel")
+
+    def close(self) -> None:
+        super().close()
+        shutil.rmtree(self._stop_folder, ignore_errors=True)
 
 
 class ProcessExecutor(_PoolExecutor):
     """Processes of this machine, started by ``spawn`` (no forked threads); draws go through a temp folder.
 
-    Ctrl-C is this process's alone: a terminal sends it to the workers too,
-    which would each print a traceback from wherever they are (importing,
-    unpickling, sampling), so they start ignoring it. A Ctrl-C while
-    :meth:`map` waits stops the workers (their tasks' results are lost) and
-    raises ``KeyboardInterrupt`` here, once.
+    Ctrl-C, SIGTERM and SIGHUP are this process's alone: a terminal (or
+    ``timeout``, or SLURM) sends them to the workers too, which would each
+    print a traceback from wherever they are (importing, unpickling,
+    sampling) or die, so they start ignoring them
+    (:func:`stanaccel.signals.ignore_stop_signals`). A stop while :meth:`map`
+    waits ends the workers (their tasks' results are lost) and raises
+    ``KeyboardInterrupt`` here, once.
     """
 
     remote = True
@@ -170,64 +222,35 @@ class ProcessExecutor(_PoolExecutor):
         super().__init__(workers)
         self._scratch = tempfile.mkdtemp(prefix="stanaccel-scratch-")
         self.scratch = Path(self._scratch)
+        self.stop_file = self.scratch / STOP_NAME
 
     def _make_pool(self):
         return ProcessPoolExecutor(
-            self.workers, mp_context=multiprocessing.get_context("spawn"), initializer=ignore_interrupts
+            self.workers, mp_context=multiprocessing.get_context("spawn"), initializer=ignore_stop_signals
         )
 
-    def map(self, fn, items):
-        if self._pool is None:
-            self._pool = self._make_pool()
-        try:
-            with _interrupts_ignored():  # the pool starts its processes as tasks are submitted
-                results = self._pool.map(fn, items)
-            return list(results)
-        except KeyboardInterrupt:
-            self._stop_workers()
-            raise
+    def _starting(self):
+        return stop_signals_ignored()  # the pool starts its processes as tasks are submitted
+
+    def _abandon(self) -> None:
+        self._stop_workers()
 
     def _stop_workers(self) -> None:
-        """End the worker processes now (they ignore Ctrl-C), dropping their tasks."""
+        """End the worker processes now (they ignore the stop signals: SIGKILL), dropping their tasks."""
         pool, self._pool = self._pool, None
         if pool is None:
             return
-        terminate = getattr(pool, "terminate_workers", None)  # Python 3.14
-        if terminate is not None:
-            terminate()
+        kill = getattr(pool, "kill_workers", None)  # Python 3.14
+        if kill is not None:
+            kill()
         else:
             for process in list((getattr(pool, "_processes", None) or {}).values()):
-                process.terminate()
+                process.kill()
         pool.shutdown(wait=True, cancel_futures=True)
 
     def close(self) -> None:
         super().close()
         shutil.rmtree(self._scratch, ignore_errors=True)
-
-
-def ignore_interrupts() -> None:
-    """Make this (worker) process ignore Ctrl-C: its parent handles it and stops the workers."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-
-
-@contextmanager
-def _interrupts_ignored() -> Iterator[None]:
-    """Ignore Ctrl-C here while worker processes start, so that they start ignoring it.
-
-    An ignored signal stays ignored across ``exec``, and Python then installs
-    no handler of its own; the pool's initializer (:func:`ignore_interrupts`)
-    runs only once a worker has imported what it needs, too late for a Ctrl-C
-    during those seconds. Only the main thread can change a handler;
-    elsewhere this does nothing.
-    """
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGINT, previous)
 
 
 class DaskExecutor(Executor):
@@ -281,15 +304,28 @@ class DaskExecutor(Executor):
             check_reachable(f"dask:{address}")
             self.client = Client(address)
         self.scratch = Path(scratch) if scratch is not None else None
+        self.stop_file = None if self.scratch is None else self.scratch / STOP_NAME
         self.workers = max(1, sum(self.client.nthreads().values()))
 
-    def map(self, fn, items):
+    def map(self, fn, items, *, keep_on_stop=False):
         items = list(items)
         if not items:
             return []
         # pure=False: equal items (such as two identical chains) are still separate tasks
         futures = self.client.map(fn, items, pure=False)
-        return self.client.gather(futures)
+
+        def running() -> bool:
+            return not all(f.done() for f in futures) and not any(f.status == "error" for f in futures)
+
+        try:
+            # Waiting here, not inside gather: a stop signal then raises in this loop, and the tasks
+            # are cancelled, instead of leaving Dask's own waits to print a traceback each.
+            _until(running)
+        except KeyboardInterrupt:
+            if not (keep_on_stop and _ask_to_stop(self.stop_file, lambda: _until(running, STOP_GRACE))):
+                self.client.cancel(futures)
+                raise
+        return self.client.gather(futures)  # the results, or the first task's error
 
     def share(self, obj):
         # in a list: a dict or list alone would be scattered item by item
@@ -305,6 +341,53 @@ class DaskExecutor(Executor):
     def __repr__(self) -> str:
         where = self.address or "local cluster"
         return f"DaskExecutor({where}, workers={self.workers})"
+
+
+STOP_NAME = "stop"
+"""The name of an executor's :attr:`~Executor.stop_file` in its scratch (or own temporary) folder."""
+
+
+def stop_requested(stop_file: str | Path | None, every: float = 0.25) -> Callable[..., bool]:
+    """For a task: a function that says whether its executor asked it to stop (its stop file is there).
+
+    It looks at the file at most every ``every`` seconds, so a chain may
+    call it at every draw. Any arguments are ignored (``run_chains``'s
+    ``stop`` passes the chain and the draw).
+    """
+    if stop_file is None:
+        return lambda *args: False
+    path, last = Path(stop_file), [0.0]
+
+    def asked(*args) -> bool:
+        now = time.monotonic()
+        if now - last[0] < every:
+            return False
+        last[0] = now
+        return path.exists()
+
+    return asked
+
+
+def _ask_to_stop(stop_file: Path | None, wait_for_them: Callable[[], bool]) -> bool:
+    """Make ``stop_file``, wait for the tasks to end (``wait_for_them``: whether some still run), remove it.
+
+    Returns whether they all ended; False where there is no stop file.
+    """
+    if stop_file is None:
+        return False
+    stop_file.touch()
+    try:
+        return not wait_for_them()
+    finally:
+        stop_file.unlink(missing_ok=True)
+
+
+def _until(running: Callable[[], bool], seconds: float = math.inf) -> bool:
+    """Poll ``running`` until it is False or ``seconds`` passed; whether it still runs."""
+    deadline = time.monotonic() + seconds
+    while running() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return running()
 
 
 def executor_from(spec: str | Executor | None) -> Executor:

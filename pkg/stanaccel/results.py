@@ -12,7 +12,7 @@ cmdstanpy's fit objects offer them:
 - ``to_inference_data()``: ArviZ InferenceData (made once, then cached);
 - ``summary()``: ArviZ's summary table of the posterior;
 - ``metrics()``: ESS, R-hat and ESS per second (:func:`~stanaccel.diagnostics.convergence_metrics`);
-- ``save(path)``: a netCDF file, with the diagnostics package's rescue fallback.
+- ``save(path)``: a netCDF file (an error naming the path where it cannot be written).
 
 Why a mixin: the result classes stay what they are (dataclasses, or the
 dicts the GP density functions have always returned) and gain the verbs by
@@ -138,11 +138,17 @@ class Result(ABC):
         return convergence_metrics(self.to_inference_data(), **self._metrics_arguments())
 
     def save(self, path: str | Path) -> Path:
-        """Write the InferenceData to a netCDF file; returns the path actually written.
+        """Write the InferenceData to a netCDF file at ``path``, creating its folder; returns ``path``.
 
-        That is ``path``, or a fallback file (see
-        :func:`stanaccel.diagnostics.files.save_netcdf`) when ``path`` could
-        not be written. ``arviz.from_netcdf`` reads it back.
+        ``arviz.from_netcdf`` reads it back. The file is written beside
+        ``path`` and renamed onto it, so it is never seen half written.
+
+        Raises
+        ------
+        stanaccel.diagnostics.files.OutputError
+            ``path`` cannot be written (a full disk, a folder in its place,
+            no permission): the message names it and says why. Nothing is
+            written elsewhere; the result is unchanged, to save again.
         """
         from stanaccel.diagnostics.files import save_netcdf
 

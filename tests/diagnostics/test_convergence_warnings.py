@@ -21,12 +21,22 @@ from stanaccel.diagnostics.metrics import (
     convergence_warnings,
     method_warnings,
     statistics_lines,
+    warning_block,
 )
 from stanaccel.diagnostics.report import write_report
 from stanaccel.sampling import METHODS, make_config, sample
-from stanaccel.stan import write_data
+from stanaccel.sampling.warmup import WarmupWarning
+from stanaccel.stan import StanModel, compile_program, write_data
+from stanaccel.stan.nuts import sample_nuts
 from stanaccel.workflow import run_workflow
-from tests.sampling.programs import REGRESSION, regression_data
+from tests.sampling.programs import POOR_GAUSSIAN, REGRESSION, regression_data
+
+
+@pytest.fixture(scope="module")
+def poor_program(tmp_path_factory):
+    path = tmp_path_factory.mktemp("poor") / "poor.stan"
+    path.write_text(POOR_GAUSSIAN)
+    return compile_program(path)
 
 
 @pytest.fixture(scope="module")
@@ -77,6 +87,82 @@ def test_proposals_the_program_rejects_are_counted_as_such_not_as_divergences(re
     assert metrics["rejected_by_program"] > 0 and metrics["divergences"] == 0
     assert metrics["converged"] is True and metrics["warnings"] == []
     assert f"{REJECTED_LABEL}: {metrics['rejected_by_program']}" in statistics_lines(metrics)
+
+
+def test_stan_nuts_counts_the_programs_rejections_apart_from_divergences(reject_program, tmp_path, capsys):
+    # Stan's Hamiltonian takes the energy where the log density threw (a reject) for infinite, so Stan's NUTS
+    # reports a divergence there; the bridge notes the rejection, and NUTS counts it as the kernels do.
+    model = StanModel(reject_program)
+    fit = sample_nuts(model, chains=2, warmup=200, draws=500, seed=1, progress=False)
+    assert fit.sample_stats["failed"].sum() > 0 and fit.sample_stats["diverging"].sum() == 0
+    metrics = fit.metrics()
+    assert metrics["rejected_by_program"] > 0 and metrics["divergences"] == 0 and metrics["converged"] is True
+    chunked = sample_nuts(model, chains=2, warmup=200, draws=500, seed=1, progress=False,
+                          checkpoint=tmp_path / "chunks", checkpoint_draws=100)  # fmt: skip
+    assert chunked.sample_stats["failed"].sum() > 0 and chunked.sample_stats["diverging"].sum() == 0
+    (tmp_path / "reject.stan").write_text(reject_program.code)
+    args = ["nuts", str(tmp_path / "reject.stan"), "--chains", "2", "-q", "-o", str(tmp_path / "r.nc")]
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    assert "0 divergences, 0 at the largest tree depth; converged;" in out and "WARNING" not in out
+    assert re.search(re.escape(REJECTED_LABEL) + r": [1-9]", out)
+
+
+def test_a_divergence_of_stan_nuts_stays_a_divergence(poor_program):
+    # case 1 is a funnel: NUTS diverges in its neck, where the log density is defined everywhere
+    model = StanModel(poor_program, {"case_": 1, "K": 9, "beta": 1.0})
+    fit = sample_nuts(model, chains=2, warmup=200, draws=300, seed=2, progress=False)
+    assert fit.sample_stats["diverging"].sum() > 0 and fit.sample_stats["failed"].sum() == 0
+    assert fit.metrics()["divergences"] == fit.sample_stats["diverging"].sum()
+
+
+@pytest.mark.parametrize(("warmup", "runs"), [("pathfinder", "Pathfinder's 4 paths"),
+                                              ("laplace", "L-BFGS from 4 starts")])  # fmt: skip
+def test_chains_that_all_settled_in_one_of_the_modes_the_warmup_found_have_not_converged(
+    poor_program, warmup, runs
+):
+    # b has two equal modes (case 4): the cheap warm-up's runs end at both, so NUTS's warm-up runs, and at
+    # seed 3 both its chains settle at b = -3. They agree (R-hat, ESS and all else are fine) and are wrong.
+    settings = {"warmup": warmup, "draws": 500, "chains": 2}
+    with pytest.warns(WarmupWarning, match="more than one mode"):
+        result = sample(poor_program, {"case_": 4, "K": 2}, "hmc", settings, seed=3, progress=False)
+    metrics = result.metrics()
+    assert metrics["converged"] is False and metrics["modes"]["unvisited"]
+    [reason] = metrics["warnings"]
+    assert reason.startswith(
+        f"the warm-up found 2 separated modes ({runs} ended there), and no draw came near 1 of them "
+        "(unconstrained: b = 3"
+    )
+    assert "WARNING: NOT CONVERGED" in warning_block(metrics)
+
+
+def test_what_a_stage_found_against_convergence_is_a_reason():
+    settled = {
+        "chains": 4,
+        "draws_per_chain": 1000,
+        "rhat_max": 1.001,
+        "ess_bulk_min": 3000,
+        "ess_tail_min": 3000,
+    }
+    assert convergence_warnings(settled) == []
+    unresolved = {
+        **settled,
+        "auto": {"chosen": "nuts", "modes": {"gap": 11.8, "disagree": True, "unresolved": True}},
+    }
+    [reason] = convergence_warnings(unresolved)
+    assert reason.startswith(
+        "auto's pilots' chains disagreed about the modes (chain means 11.8 within-chain sds "
+    )
+    assert "nuts cannot move between them" in reason
+    improper = {
+        **settled,
+        "evidence": {"not_given": "...", "posterior_problem": "the posterior's draws did not"},
+    }
+    assert convergence_warnings(improper) == ["the posterior looks improper: the posterior's draws did not"]
+    prior_only = {**settled, "evidence": {"not_given": "the beta = 0 level's draws did not settle"}}
+    assert (
+        convergence_warnings(prior_only) == []
+    )  # the prior alone is improper: the posterior's draws settled
 
 
 HINTS = {

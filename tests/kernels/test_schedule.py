@@ -7,7 +7,7 @@ from scipy import integrate, special, stats
 
 from stanaccel.diagnostics.metrics import EVIDENCE_MEANING, combined_statistics, method_statistics
 from stanaccel.kernels import FunctionDensity, ParallelTempering, RandomWalkMetropolis, run_chains
-from stanaccel.kernels.evidence import evidence_report
+from stanaccel.kernels.evidence import evidence_report, prior_problem, spread_growth
 from stanaccel.kernels.ladder import nested_subsets, power_ladder, subset_betas
 from stanaccel.kernels.parallel_tempering import PRIOR_DRAWS
 from stanaccel.kernels.schedule import (
@@ -229,6 +229,21 @@ def test_an_improper_prior_gives_no_evidence_and_a_proper_one_does():
     assert (
         "not_given" not in proper and np.isfinite(proper["log_evidence"]) and proper["log_evidence_mcse"] > 0
     )
+
+
+def test_a_proper_levels_spread_that_grew_by_chance_is_no_sign_of_an_improper_one():
+    # Stationary AR(1) chains at N(0, 1), 4 x 300 draws as a short run keeps them: x[1] is 1.31 times as
+    # wide in the last quarter as in the second, by chance (2.4 standard errors of that ratio)
+    rng, rho = np.random.default_rng(54), 0.8
+    draws = np.empty((4, 300, 3))
+    draws[:, 0] = rng.standard_normal((4, 3))
+    for t in range(1, 300):
+        draws[:, t] = rho * draws[:, t - 1] + np.sqrt(1 - rho**2) * rng.standard_normal((4, 3))
+    growth, errors = spread_growth(draws)
+    assert 1.3 < growth[1] < 1.31 and 2 < errors[1] < 3
+    assert prior_problem(draws) is None
+    walks = np.cumsum(np.random.default_rng(1).standard_normal((4, 300, 1)), axis=1)  # an improper level
+    assert "did not settle" in prior_problem(walks)
 
 
 @pytest.mark.parametrize("bad", [[1, 0.5], [0.9, 0.5, 0]])

@@ -158,11 +158,14 @@ def logistic_data(n: int, k: int = 5, seed: int = 0, correlation: float = 0.5) -
 # Cauchy, tails far heavier than any Gaussian's. Case 4: b has two equal modes, at -3 and 3 (sd 0.5),
 # that one Gaussian cannot both cover. Case 5: a milder funnel (a ~ N(0, 1)), which NUTS samples.
 # Case 6: b and x are in no term, so the posterior and its beta = 0 level are improper (no evidence);
-# `beta` tempers the likelihood of five fixed observations of a. In all, s ~ gamma(3, 1) has its mode
+# `beta` tempers the likelihood of five fixed observations of a. Case 7: the density is NaN where a < 0
+# (sqrt(a), with no lower bound declared), and its Laplace Gaussian (mode 0.25, sd 0.5) puts 31% of its
+# draws there. Case 8: s has no prior (and no data), so the density of log s (with the Jacobian)
+# increases without bound: improper, and L-BFGS runs off. In cases 1 to 7, s ~ gamma(3, 1) has its mode
 # at s = 2, and the density of log s (with the Jacobian) at s = 3.
 POOR_GAUSSIAN = """
 data {
-  int<lower=1, upper=6> case_;
+  int<lower=1, upper=8> case_;
   int<lower=0> K;
   real<lower=0> beta;
 }
@@ -176,7 +179,9 @@ parameters {
   vector[K] x;
 }
 model {
-  s ~ gamma(3, 1);
+  if (case_ < 8) {
+    s ~ gamma(3, 1);
+  }
   if (case_ == 1) {
     a ~ normal(0, 3);
     b ~ normal(0, 1);
@@ -197,9 +202,17 @@ model {
     a ~ normal(0, 1);
     b ~ normal(0, 1);
     x ~ normal(0, exp(a / 2));
-  } else {
+  } else if (case_ == 6) {
     a ~ normal(0, 1);
     target += beta * normal_lpdf(y | a, 1);
+  } else if (case_ == 7) {
+    target += -2 * square(sqrt(a) - 0.5);
+    b ~ normal(0, 1);
+    x ~ normal(0, 1);
+  } else {
+    a ~ normal(0, 1);
+    b ~ normal(0, 1);
+    x ~ normal(0, 1);
   }
 }
 """

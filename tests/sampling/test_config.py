@@ -161,6 +161,46 @@ def test_settings_that_are_not_a_dict_are_a_type_error(settings):
         sample("mvn_mean", None, "mh", settings)
 
 
+@pytest.mark.parametrize(
+    ("arguments", "message"),
+    [
+        ({"program": 123}, r"program must be a .stan file \(a str or Path\), a bundled program's name, a "
+         r"CompiledProgram or a StanModel; not int \(123\)"),
+        ({"program": None}, "program must be a .stan file .*; not NoneType"),
+        ({"program": {"code": "x"}}, "program must be .*; not dict"),
+        ({"data": 123}, r"data must be a dict of the program's data, a Stan JSON file \(a str or Path\), or "
+         r"None; not int \(123\)"),
+        ({"data": ["data.json"]}, "data must be .*; not list"),
+        ({"warmup_from": 123}, r"warmup_from must be a WarmupState, a netCDF file .*; not int \(123\)"),
+        ({"warmup_from": {"a": 1}}, "warmup_from must be .*; not dict"),
+        ({"warmup_from": ["a.csv", 2]}, r"warmup_from must be .*; not int \(2\)"),
+        ({"method": None}, "method must be a method's name, one of nuts, .*, auto; not NoneType"),
+        ({"checkpoint": 5}, r"checkpoint must be a folder \(a str or Path\) or None; not int"),
+        ({"log": "x"}, "log must be a function that takes a line of text"),
+    ],
+)  # fmt: skip
+def test_sample_names_an_argument_of_the_wrong_type_and_what_it_takes(arguments, message):
+    # Before anything is read or compiled: these were pathlib's "expected str, bytes or os.PathLike object,
+    # not int", "'int' object is not iterable", or a failure deep in the run.
+    given = {"program": "mvn_mean", "data": None, "method": "mh", **arguments}
+    with pytest.raises(TypeError, match=message):
+        sample(given.pop("program"), given.pop("data"), given.pop("method"), **given)
+
+
+@pytest.mark.parametrize(("method", "close"), [("Auto", "auto"), ("aut", "auto"), ("hcm", "hmc")])
+def test_an_unknown_method_names_auto_too_and_the_closest(method, close):
+    with pytest.raises(ConfigError, match=rf"method = '{method}': unknown method; expected one of nuts, .*, "
+                       rf"latent-nuts, auto; did you mean '{close}'\?"):  # fmt: skip
+        sample("mvn_mean", None, method)
+
+
+def test_an_empty_warmup_from_and_include_paths_for_a_compiled_program_are_refused(mvn_program):
+    with pytest.raises(ValueError, match=r"warmup_from = \[\]: give a netCDF file"):
+        sample("mvn_mean", None, "mh", warmup_from=[])
+    with pytest.raises(ValueError, match="include_paths is for a .stan file's #include lines"):
+        sample(mvn_program, None, "mh", include_paths=["lib"])
+
+
 @pytest.mark.parametrize("command", ["sample", "nuts", "run"])
 def test_negative_seed_names_the_option(command, capsys):
     with pytest.raises(SystemExit) as stop:

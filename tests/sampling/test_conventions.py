@@ -3,13 +3,15 @@
 Each is refused before the program is compiled, with a message that says what to change.
 """
 
+import re
+
 import numpy as np
 import pytest
 
 from stanaccel.cli import main
 from stanaccel.sampling import ConfigError, ProgramConventionError, make_config, sample
-from stanaccel.sampling.program import Program, check_program, prepare_data
-from stanaccel.stan import write_data
+from stanaccel.sampling.program import Program, check_finite_data, check_program, prepare_data
+from stanaccel.stan import StanModel, write_data
 from tests.sampling.programs import NO_BETA, OTHER_PARAMETERS, REGRESSION, regression_data
 
 OBSERVATIONS = {"count": "N", "fields": ["x", "y"]}
@@ -121,7 +123,9 @@ def test_subset_larger_than_the_data_is_refused_before_compiling(files):
 def test_observations_leaving_out_a_field_are_refused_before_the_warmup(files, method, settings):
     # x has one entry per observation but is not among the fields: a subset's x keeps all 40
     lines = []
-    with pytest.raises(ProgramConventionError, match=r"variable name=x.*perhaps add 'x' to its fields"):
+    with pytest.raises(
+        ProgramConventionError, match=r"data variable x .*has the shape \(40\).*perhaps add 'x' to its fields"
+    ):
         sample(
             files / "regression.stan",
             files / "data.json",
@@ -180,6 +184,27 @@ def test_nan_in_the_data_names_the_variable_before_the_warmup(files, capsys):
         argv = [command[0], str(files / "regression.stan"), "--data", str(files / "nan.json"), *command[1:]]
         assert main([*argv, "-o", str(files / "x.nc")]) == 2
         assert "y[4] = nan: NaN or infinity in the data" in capsys.readouterr().err
+
+
+def test_extreme_values_in_the_data_are_named_before_the_warmup(files, capsys):
+    # y of 1e300: its square is infinite, and Stan said only "Initialization failed"
+    data = regression_data()
+    data["y"] = np.asarray(data["y"], dtype=float)
+    data["y"][2] = 1e300
+    write_data(files / "big.json", data)
+    expected = (
+        r"big.json: y\[3\] = 1e\+300: a value beyond ±1e150 or nonzero within ±1e-150, where arithmetic"
+    )
+    lines = []
+    with pytest.raises(ValueError, match=expected + r".*regression cannot use \(the log density is -inf\)"):
+        sample(files / "regression.stan", files / "big.json", "mh", {"warmup": 20}, log=lines.append)
+    assert lines == []
+    program = files / "regression.stan"
+    assert main(["nuts", str(program), "--data", str(files / "big.json"), "-o", str(files / "x.nc")]) == 2
+    assert re.search(expected, capsys.readouterr().err)
+    data["y"][2] = 1e-300  # extreme too, but the program's arithmetic takes it: no complaint
+    data = prepare_data(Program.of(program), data)
+    check_finite_data(StanModel(program, data), data)
 
 
 @pytest.mark.parametrize("settings", [{"beta_min": 0.01}, {"betas": [1.0, 0.5, 0.02]}])

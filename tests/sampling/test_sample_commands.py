@@ -126,7 +126,8 @@ approx = { program = "regression.stan", data = "half.json" }   # found beside th
 
 @pytest.mark.slow
 def test_workflow_sample_step_continues_a_cmdstan_run(tmp_path, mvn_model):
-    from stanaccel.stan.nuts import sample_nuts
+    from stanaccel.sampling.warmup import READAPTED
+    from stanaccel.stan.nuts import BorrowedWarmupWarning, sample_nuts
     from tests.stan.test_cmdstan import write_cmdstan_csv
 
     fit = sample_nuts(mvn_model, chains=2, warmup=150, draws=20, seed=3, progress=False)
@@ -137,10 +138,14 @@ def test_workflow_sample_step_continues_a_cmdstan_run(tmp_path, mvn_model):
         f'data = "data.json"\nmethod = "tt"\ndraws = 100\nschedule_rounds = 4\n'
         f"warmup_from = {json.dumps([c.name for c in csvs])}\n"
     )
-    context = run_workflow(tmp_path / "w.toml", output=tmp_path / "out", progress=False)
+    with pytest.warns(BorrowedWarmupWarning, match="cannot be checked"):  # CSV files record no data
+        context = run_workflow(tmp_path / "w.toml", output=tmp_path / "out", progress=False)
     result = context.results["tt"]["result"]
-    assert result.config.chains == 2 and "warmup" not in result.charged_seconds
-    assert result.config.step_size == float(np.median(fit.step_size))  # tuned from the CmdStan run
+    assert result.config.chains == 2 and READAPTED in result.charged_seconds
+    assert "warmup" not in result.charged_seconds and "warmup (borrowed)" not in result.charged_seconds
+    # tuned from the CmdStan run's warm-up adapted again from its points
+    assert result.config.step_size == float(np.median(result.adaptation.step_size))
+    assert result.adaptation.step_size.tolist() != fit.step_size.tolist()
 
 
 @pytest.mark.parametrize(

@@ -4,7 +4,8 @@ import numpy as np
 import pytest
 
 from stanaccel.stan.cmdstan import cmdstan_column, read_warmup
-from stanaccel.stan.nuts import sample_nuts
+from stanaccel.stan.nuts import BorrowedWarmupWarning, sample_nuts
+from stanaccel.stan.provenance import READAPT_ITERATIONS
 
 HEADER = """# stan_version_major = 2
 # stan_version_minor = 35
@@ -108,9 +109,13 @@ def test_cmdstan_run_is_a_warmup_source(tmp_path, gp_model, metric):
     np.testing.assert_allclose(state.step_size, fit.step_size, rtol=1e-12)
     np.testing.assert_allclose(state.inv_metric, fit.inv_metric, rtol=1e-12)
     np.testing.assert_allclose(state.positions, fit.draws_unconstrained[:, -1], rtol=1e-8)
-    more = sample_nuts(gp_model, warmup_from=state, draws=20, seed=9, progress=False)
-    assert more.draws().shape == (2, 20, 4)
-    np.testing.assert_allclose(more.sample_stats["step_size"][:, 0], fit.step_size)
+    # CSV files name their data file, not its contents: the data cannot be checked, so NUTS adapts again.
+    with pytest.warns(BorrowedWarmupWarning, match="run-1.csv.*cannot be checked.*300 iterations"):
+        more = sample_nuts(gp_model, warmup_from=state, draws=20, seed=9, progress=False)
+    assert more.draws().shape == (2, 20, 4) and more.warmup_unconstrained.shape[1] == READAPT_ITERATIONS
+    with pytest.warns(BorrowedWarmupWarning, match="warmup = 0 asks for no warm-up"):
+        at_once = sample_nuts(gp_model, warmup_from=state, warmup=0, draws=20, seed=9, progress=False)
+    np.testing.assert_allclose(at_once.sample_stats["step_size"][:, 0], fit.step_size)
 
 
 def test_cmdstan_run_of_another_program_is_refused(tmp_path, gp_model, mvn_model):
@@ -118,3 +123,15 @@ def test_cmdstan_run_of_another_program_is_refused(tmp_path, gp_model, mvn_model
     path = write_cmdstan_csv(tmp_path / "run-1.csv", fit, 0, mvn_model.name)
     with pytest.raises(ValueError, match="same program"):
         read_warmup(path, gp_model)
+
+
+def test_cmdstan_run_with_more_parameters_than_the_model_is_refused(tmp_path, mvn_model):
+    """A run whose columns include the model's and more (theta[1..3] for theta[1..2]): another program."""
+    from stanaccel.datasets import generate
+    from stanaccel.stan import StanModel
+
+    fit = sample_nuts(mvn_model, chains=1, warmup=100, draws=10, seed=4, progress=False)
+    path = write_cmdstan_csv(tmp_path / "run-1.csv", fit, 0, mvn_model.name)
+    smaller = StanModel(mvn_model.program, generate("mvn_mean", N=20, D=2, seed=7).data)
+    with pytest.raises(ValueError, match="a metric of 3 unconstrained parameters; mvn_mean_model has 2"):
+        read_warmup(path, smaller)

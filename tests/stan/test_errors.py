@@ -64,10 +64,46 @@ def test_mistyped_data_variable_is_named(mvn_program, mvn_data):
         StanModel(mvn_program, {**mvn_data, "N": 20.5})
 
 
+@pytest.mark.parametrize(
+    ("value", "why"),
+    [
+        (
+            3_000_000_000,
+            r"N = 3000000000 \(declared in .*\): beyond Stan's int range, -2147483648 to 2147483647",
+        ),
+        (-3_000_000_000, r"N = -3000000000 \(declared in .*\): beyond Stan's int range"),
+        (float("inf"), r"N = inf \(declared in .*\): an int holds whole numbers, not infinity or NaN"),
+        (20.0, r"N = 20.0 \(declared in .*\): given as a real, .* write 20"),
+    ],
+)
+def test_an_int_stan_cannot_read_is_named_with_the_reason(mvn_program, mvn_data, value, why):
+    # Stan says only "int variable contained non-int values" of each
+    with pytest.raises(StanDataError, match=rf"^data variable {why}"):
+        StanModel(mvn_program, {**mvn_data, "N": value})
+
+
+def test_a_missing_vector_is_called_missing(mvn_program, mvn_data):
+    # Stan says "mismatch in number dimensions declared and found ... dims found=()"
+    data = {k: v for k, v in mvn_data.items() if k != "mu0"}
+    with pytest.raises(
+        StanDataError, match=r"^data variable mu0 \(declared in 'mvn_mean.stan', line 13.*\) is missing"
+    ):
+        StanModel(mvn_program, data)
+
+
+def test_a_data_file_stan_cannot_read_is_named(mvn_program, tmp_path):
+    path = tmp_path / "empty.json"
+    path.write_text("")
+    with pytest.raises(StanDataError) as error:
+        StanModel(mvn_program, path)
+    assert str(error.value) == f"data file {path}: Error in JSON parsing at offset 0: The document is empty."
+
+
 def test_misshaped_data_variable_is_named(mvn_program, mvn_data):
     with pytest.raises(StanDataError, match="x") as info:
         StanModel(mvn_program, {**mvn_data, "x": np.zeros((20, 4))})
-    assert "dims" in str(info.value)
+    assert "has the shape (20,4) in the data, but the program declares (20,3)" in str(info.value)
+    assert "D = 3, N = 20" in str(info.value)  # the sizes, set by other data
 
 
 def test_constraint_violated_in_data_is_reported(mvn_program, mvn_data):

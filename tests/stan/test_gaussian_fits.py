@@ -13,13 +13,13 @@ import pytest
 from stanaccel.datasets.mvn_mean import exact_posterior
 from stanaccel.stan import StanModel, compile_program
 from stanaccel.stan.errors import StanEvaluationError
-from stanaccel.stan.optimize import laplace_sample, optimize
-from stanaccel.stan.pathfinder import pathfinder
+from stanaccel.stan.optimize import RunawayError, laplace_sample, modes_from_starts, optimize
+from stanaccel.stan.pathfinder import pathfinder, psis
 from tests.sampling.programs import POOR_GAUSSIAN
 
 
 def poor(case: int, K: int) -> dict:
-    """The data of the poor-Gaussian program's ``case`` with K x's (beta, which no case 1-4 uses, at 1)."""
+    """The data of the poor-Gaussian program's ``case`` with K x's (beta, which only case 6 uses, at 1)."""
     return {"case_": case, "K": K, "beta": 1.0}
 
 
@@ -110,6 +110,31 @@ def test_a_flat_mode_has_a_singular_hessian(poor_program):
     assert problem is not None and ("not negative definite" in problem or "badly conditioned" in problem)
     with pytest.raises(ValueError, match="no Laplace approximation"):
         mode.covariance()
+
+
+def test_equal_importance_weights_have_no_pareto_k():
+    # An exact Gaussian: ArviZ's fit gave inf on ties (and noise on near-ties), refusing a perfect fit.
+    log_weights, k = psis(np.full(1000, -0.9189385332046727) + np.tile([0.0, 2.2e-16], 500))
+    assert np.isnan(k) and np.allclose(log_weights, -np.log(1000))
+    assert psis(np.random.default_rng(0).normal(size=1000))[1] < 0.7  # real weights keep their k
+
+
+def test_lbfgs_that_runs_off_to_infinity_says_the_posterior_is_improper(poor_program):
+    # Case 8: s has no prior, and the log density of log s (with the Jacobian) rises without bound.
+    model = StanModel(poor_program, poor(8, 0))
+    with pytest.raises(RunawayError, match=r"ran off to infinity .* s at .* give s a proper prior"):
+        optimize(model, seed=3)
+    with pytest.raises(RunawayError, match="L-BFGS from 4 starts ran off"):
+        modes_from_starts(model, 4, seed=3)
+
+
+def test_laplace_draws_say_where_the_density_is_undefined(poor_program):
+    # Case 7: NaN where a < 0, and the Gaussian at the mode a = 0.25 (sd 0.5) puts 31% of its draws there.
+    model = StanModel(poor_program, poor(7, 0))
+    laplace = laplace_sample(model, optimize(model, seed=3), 1000, seed=3)
+    assert (
+        laplace.undefined == pytest.approx(np.mean(laplace.draws[:, 0] < 0)) == pytest.approx(0.31, abs=0.04)
+    )
 
 
 def test_a_stop_request_stops_pathfinder_and_lbfgs(mvn_model):

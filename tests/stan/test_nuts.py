@@ -45,8 +45,9 @@ def test_fit_shapes_and_statistics(mvn_fit, mvn_model):
         "n_steps",
         "diverging",
         "energy",
+        "failed",  # proposals the program rejected: none here
     }
-    assert mvn_fit.sample_stats["diverging"].dtype == bool
+    assert mvn_fit.sample_stats["diverging"].dtype == bool and not mvn_fit.sample_stats["failed"].any()
     assert mvn_fit.step_size.shape == (4,) and np.all(mvn_fit.step_size > 0)
     assert mvn_fit.inv_metric.shape == (4, 3)
     np.testing.assert_allclose(mvn_fit.sample_stats["step_size"][:, -1], mvn_fit.step_size)
@@ -128,6 +129,15 @@ def test_failed_initialisation_is_reported(reject_program):
     model = StanModel(reject_program)
     with pytest.raises(StanEvaluationError, match="above the limit 3"):
         sample_nuts(model, chains=1, inits={"y": 5.0}, progress=False)
+
+
+def test_failed_initialisation_names_the_data_values_that_may_be_why(mvn_program, mvn_data):
+    x = np.array(mvn_data["x"], dtype=float)
+    x[2, 1] = 1e300  # its square overflows: the log density is -inf everywhere
+    model = StanModel(mvn_program, {**mvn_data, "x": x})
+    with pytest.raises(StanEvaluationError, match=r"Initialization failed") as error:
+        sample_nuts(model, chains=1, warmup=10, draws=10, progress=False)
+    assert "\nThe data hold x[3][2] = 1e+300: NaN, infinity, or a value beyond ±1e150" in str(error.value)
 
 
 def test_interrupted_run_keeps_its_draws(mvn_model, sigint_handled):

@@ -148,3 +148,14 @@ def test_cache_must_be_true_or_false(tmp_path):
     )
     with pytest.raises(ValueError, match=r"\[workflow\] cache = 'yes': expected true or false"):
         run_workflow(tmp_path / "w.toml", output=tmp_path / "out", progress=False)
+
+
+def test_a_programs_included_file_is_part_of_its_steps_key(tmp_path):
+    # stanc alone (no build): a step whose program's #include file changed runs again.
+    from stanaccel.workflow.cache import file_digest
+
+    (tmp_path / "main.stan").write_text("parameters {\n  real mu;\n}\nmodel {\n  #include prior.stan\n}\n")
+    (tmp_path / "prior.stan").write_text("mu ~ normal(0, 1);\n")
+    before = file_digest(tmp_path / "main.stan")
+    (tmp_path / "prior.stan").write_text("mu ~ normal(0, 2);\n")
+    assert file_digest(tmp_path / "main.stan") != before

@@ -81,7 +81,26 @@ def test_cli_reports_bad_data(tmp_path, capsys, mvn_program):
     data = tmp_path / "data.json"
     data.write_text(json.dumps({"D": 2}))
     assert main(["nuts", "mvn_mean", "--data", str(data), "--quiet"]) == 2
-    assert "variable name=N" in capsys.readouterr().err
+    assert re.search(
+        r"data variable N \(declared in 'mvn_mean.stan', line 11.*\) is missing", capsys.readouterr().err
+    )
+
+
+def test_cli_calls_a_folder_a_folder_and_an_empty_program_empty(tmp_path, capsys):
+    for command in ("nuts", "sample"):
+        assert main([command, str(tmp_path), "-o", str(tmp_path / "x.nc")]) == 2
+        assert (
+            f"Stan program {str(tmp_path)!r} is a folder: give a Stan program file (.stan)"
+            in capsys.readouterr().err
+        )
+        assert main([command, "mvn_mean", "--data", str(tmp_path), "-o", str(tmp_path / "x.nc")]) == 2
+        assert f"Stan data file {tmp_path} is a folder: give the JSON data file" in capsys.readouterr().err
+    (tmp_path / "empty.stan").write_text("\n")
+    assert main(["sample", str(tmp_path / "empty.stan"), "-o", str(tmp_path / "x.nc")]) == 2
+    assert (
+        "empty.stan is empty: a Stan program declares its data, parameters and model"
+        in capsys.readouterr().err
+    )
 
 
 def test_workflow_run_is_reproducible_and_writes_its_outputs(tmp_path, gp_program):

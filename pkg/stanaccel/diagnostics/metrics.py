@@ -235,7 +235,9 @@ def convergence_warnings(metrics: dict[str, Any]) -> list[str]:
       and no reason;
     - NUTS hit its largest tree depth: its trajectories were cut short;
     - the mean ``acceptance`` is below :data:`ACCEPTANCE_MIN`: the chains
-      hardly moved (the reason names ``step_setting`` to lower, where known).
+      hardly moved (the reason names ``step_setting`` to lower, where known);
+    - a stage of the run found what the draws cannot show (:func:`finding_warnings`:
+      modes no draw visited, an improper posterior).
 
     A run of one chain has no R-hat (NaN); its ESS is still checked.
 
@@ -247,7 +249,8 @@ def convergence_warnings(metrics: dict[str, Any]) -> list[str]:
         where known, ``divergences``, ``max_tree_depth_hits``, ``max_depth``,
         the per-parameter ``rhat``, ``ess_bulk``, ``ess_tail``, and of a
         sampling run its mean ``acceptance``, its ``settings`` and
-        ``step_setting`` (the setting of its step, from the table of methods).
+        ``step_setting`` (the setting of its step, from the table of methods),
+        and its stages' reports (``modes``, ``auto``, ``evidence``).
     """
     reasons = []
     chains = int(metrics.get("chains") or 1)
@@ -292,6 +295,48 @@ def convergence_warnings(metrics: dict[str, Any]) -> list[str]:
             f"{hits} of {draws} transitions hit the largest tree depth {metrics.get('max_depth')}: "
             "NUTS's trajectories were cut short; raise max_depth or reparametrise"
         )
+    return reasons + finding_warnings(metrics)
+
+
+def finding_warnings(metrics: dict[str, Any]) -> list[str]:
+    """Why what a stage of the run found contradicts convergence, from the stages' reports in ``metrics``.
+
+    Chains that agree with one another can all be wrong alike, where a stage saw more than their draws
+    show; R-hat and ESS cannot tell. The findings that say so:
+
+    - ``modes["unvisited"]``: a cheap warm-up's runs from dispersed starts (Pathfinder's paths, L-BFGS
+      from several starts) ended at separated modes, and no draw of the run came near some of them
+      (:func:`~stanaccel.diagnostics.modes.visited_modes_report`): its chains all settled in the others;
+    - ``auto["modes"]["unresolved"]``: ``method = "auto"``'s pilots' chains disagreed about the modes,
+      and the method it ran cannot move between them (no tempering method could run);
+    - ``evidence["posterior_problem"]``: ``pt`` gave no evidence because its beta = 0 level did not
+      settle, and the posterior's draws did not settle either: the posterior looks improper (swaps
+      that mix drifting replicas keep R-hat low).
+
+    What is no reason: proposals the program rejected (``rejected_by_program``), and an evidence not
+    given while the posterior's draws settled (the prior alone is improper: ``evidence["not_given"]``,
+    shown with the kernel statistics).
+    """
+    reasons = []
+    modes = metrics.get("modes") or {}
+    if modes.get("unvisited"):
+        reasons.append(
+            f"the warm-up found {modes['modes_found']} separated modes ({modes['found_by']} ended there), "
+            f"and no draw came near {len(modes['unvisited'])} of them (unconstrained: "
+            f"{'; '.join(modes['unvisited'])}): the chains all settled in the others, so their agreement "
+            "says nothing; use pt (tempering), which moves between modes"
+        )
+    auto = metrics.get("auto") or {}
+    auto_modes = auto.get("modes") or {}
+    if auto_modes.get("unresolved"):
+        reasons.append(
+            f"auto's pilots' chains disagreed about the modes (chain means {auto_modes['gap']:.1f} "
+            f"within-chain sds apart) and {auto.get('chosen', 'the method run')} cannot move between "
+            "them (no tempering method could run): its draws may miss a mode; run pt"
+        )
+    posterior = (metrics.get("evidence") or {}).get("posterior_problem")
+    if posterior:
+        reasons.append(f"the posterior looks improper: {posterior}")
     return reasons
 
 

@@ -16,6 +16,10 @@ weights among the modes follow the starts. Two checks, from the draws alone:
   tempering run) farther from every reference draw (NUTS's warm-up draws) than
   those draws are from one another. A tempering run with mass there found a
   region that no NUTS chain visited.
+- :func:`unvisited_modes`: which modes a cheap warm-up found (the ends of its
+  runs from dispersed starts) no draw of the run came near. Chains that all
+  settled in one of two modes agree with one another (R-hat says nothing),
+  so this is what tells their run from a converged one.
 
 "Overlap" and "farther" are measured on coordinates divided by their
 within-chain sd. The unit is the reference's spacing: the 99th percentile of
@@ -153,3 +157,44 @@ def modes_report(warmup_chains: np.ndarray, draws: np.ndarray | None = None) -> 
             )
     report["message"] = "; ".join(lines)
     return report
+
+
+def unvisited_modes(modes, draws) -> list[int]:
+    """Which of ``modes`` (k, dim) no draw of ``draws`` (chains, draws, dim) is nearer to than to the others.
+
+    Each draw belongs to its nearest mode, distances measured in the draws' within-chain sds: a mode that
+    no draw belongs to was never visited (in high dimensions the draws lie far from every mode, but still
+    nearest to their own).
+    """
+    modes = np.asarray(modes, dtype=float)
+    draws = np.asarray(draws, dtype=float)
+    scale = _scale(draws)
+    flat = draws.reshape(-1, draws.shape[-1])
+    flat = flat[:: -(-len(flat) // MAX_DRAWS)]
+    _, nearest = cKDTree(modes / scale).query(flat / scale)
+    return sorted(set(range(len(modes))) - set(nearest.tolist()))
+
+
+def visited_modes_report(modes, found_by: str, draws, names: list[str]) -> dict:
+    """Whether the run's ``draws`` (chains, draws, dim) visited every one of ``modes`` (k, dim), the separated
+    modes that ``found_by`` (the warm-up's runs, for the message) ended at.
+
+    Returns ``modes_found`` (k), ``found_by``, ``unvisited`` (where each unvisited mode is: the coordinate,
+    named by ``names``, farthest in sds from the draws' mean, and its value there; empty when every mode
+    was visited) and ``message`` ("" when every mode was visited).
+    """
+    modes = np.asarray(modes, dtype=float)
+    draws = np.asarray(draws, dtype=float)
+    missed = unvisited_modes(modes, draws)
+    mean, scale = draws.reshape(-1, draws.shape[-1]).mean(axis=0), _scale(draws)
+    where = []
+    for k in missed:
+        j = int(np.argmax(np.abs(modes[k] - mean) / scale))
+        where.append(f"{names[j]} = {modes[k, j]:.3g}, where the draws' mean is {mean[j]:.3g}")
+    message = (
+        f"{found_by} ended at {len(modes)} separated modes, and no draw of the run came near "
+        f"{len(missed)} of them (unconstrained: {'; '.join(where)})"
+        if missed
+        else ""
+    )
+    return {"modes_found": len(modes), "found_by": found_by, "unvisited": where, "message": message}

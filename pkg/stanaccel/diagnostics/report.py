@@ -26,9 +26,12 @@ and it has no scripts, fonts or links to anywhere. It holds
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import json
 import math
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -55,8 +58,31 @@ NUTS_METHODS = ("stan_nuts", "nuts")
 BIAS_COLUMNS = ("z_max", "mean_error_sd", "sd_ratio_min", "sd_ratio_max", "predictive_error_max")
 
 
+@dataclass(frozen=True)
+class Report:
+    """A written report: its file, and the steps it left out, each with a sentence naming the file and why."""
+
+    path: Path
+    left_out: dict[str, str]
+
+
+class UnreadableOutput(ValueError):
+    """A step's output file is there but cannot be read: not JSON, not netCDF, cut short."""
+
+
 def write_report(output_dir: str | Path, path: str | Path | None = None) -> Path:
     """Write the HTML report of a workflow output folder; return its path.
+
+    :func:`report` does the same and also says which steps it left out.
+    """
+    return report(output_dir, path).path
+
+
+def report(output_dir: str | Path, path: str | Path | None = None) -> Report:
+    """Write the HTML report of a workflow output folder.
+
+    A step whose outputs are missing or cannot be read is left out, with a
+    line on the page naming the file and why.
 
     Parameters
     ----------
@@ -68,37 +94,41 @@ def write_report(output_dir: str | Path, path: str | Path | None = None) -> Path
     Raises
     ------
     FileNotFoundError
-        ``output_dir`` is not a folder or holds no ``run.json``.
+        ``output_dir`` is not a folder or holds no ``run.json`` (where a run
+        there has not finished its first step yet, the message says so).
+    ValueError
+        ``run.json`` is not a run's record, or names a step folder outside ``output_dir``.
     """
     output_dir = Path(output_dir)
-    run_file = output_dir / "run.json"
-    if not output_dir.is_dir():
-        raise FileNotFoundError(f"output folder not found: {output_dir}")
-    if not run_file.is_file():
-        raise FileNotFoundError(f"{output_dir} holds no run.json; give the output folder of `stanaccel run`")
-    run = _read_run(run_file)
+    run = _read_run(_run_file(output_dir))
     steps = [s for s in run.get("steps", []) if s.get("action") != "report"]
     missing = missing_outputs(output_dir, run)
-    samplers = [
-        _load_sampler(output_dir / s["name"], s) for s in steps if _is_sampler(output_dir / s["name"])
-    ]
+    unreadable: dict[str, str] = {}
+    samplers = []
+    for step in steps:
+        if _is_sampler(output_dir / step["name"]):
+            with _leaving_out(step, unreadable):
+                samplers.append(_load_sampler(output_dir / step["name"], step))
     samplers = [s for s in samplers if s is not None]
     nuts = next((s for s in samplers if s["is_nuts"]), None)
     for sampler in samplers:
         _compare_with_nuts(sampler, nuts)
-    studies = [
-        _load_study(output_dir / s["name"], s)
-        for s in steps
-        if s.get("action") != "generate"
-        and not _is_sampler(output_dir / s["name"])
-        and s["name"] not in missing
-    ]
+    studies = []
+    for step in steps:
+        if (
+            step.get("action") != "generate"
+            and not _is_sampler(output_dir / step["name"])
+            and step["name"] not in missing
+        ):
+            with _leaving_out(step, unreadable):
+                studies.append(_load_study(output_dir / step["name"], step))
     html = _render(
         {
             "run": run,
             "output_dir": str(output_dir),
             "steps": steps,
             "missing": list(missing.values()),
+            "unreadable": list(unreadable.values()),
             "samplers": samplers,
             "nuts": nuts,
             "overview": _overview(samplers, nuts),
@@ -111,15 +141,47 @@ def write_report(output_dir: str | Path, path: str | Path | None = None) -> Path
     path = Path(path) if path is not None else output_dir / "report.html"
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(html, encoding="utf-8")
-    return path
+    return Report(path, {**missing, **unreadable})
 
 
 SAMPLER_ACTIONS = ("nuts", "sample")
 SAMPLER_FILES = ("posterior.nc", "metrics.json")
 
 
+@contextlib.contextmanager
+def _leaving_out(step: dict[str, Any], unreadable: dict[str, str]) -> Iterator[None]:
+    """Record a step whose files cannot be read (:class:`UnreadableOutput`) as left out, and go on."""
+    try:
+        yield
+    except UnreadableOutput as error:
+        unreadable[step["name"]] = (
+            f"step {step['name']!r} is left out: {error}; delete it and run the workflow again to write it"
+        )
+
+
+def _run_file(output_dir: Path) -> Path:
+    """``output_dir / "run.json"``; FileNotFoundError saying why where it is not there."""
+    run_file = output_dir / "run.json"
+    if not output_dir.is_dir():
+        raise FileNotFoundError(f"output folder not found: {output_dir}")
+    if not run_file.is_file() and (output_dir / "workflow.toml").is_file():
+        raise FileNotFoundError(
+            f"{output_dir} holds no run.json yet: the workflow run there has not finished its first step "
+            "(it is still running, or it was stopped before that step was done); run.json is written "
+            "when a step is done: report again then, or, if the run was stopped, run the workflow again "
+            "to continue it"
+        )
+    if not run_file.is_file():
+        raise FileNotFoundError(f"{output_dir} holds no run.json; give the output folder of `stanaccel run`")
+    return run_file
+
+
 def _read_run(run_file: Path) -> dict[str, Any]:
-    """``run.json`` of an output folder; a ValueError naming the file where it is not a run's record."""
+    """``run.json`` of an output folder; a ValueError naming the file where it is not a run's record.
+
+    Each step's name must be a folder of the output folder: the report reads
+    ``<output>/<name>``, and a name such as ``../x`` would read elsewhere.
+    """
     try:
         run = json.loads(run_file.read_text())
     except (UnicodeDecodeError, json.JSONDecodeError) as error:
@@ -128,7 +190,33 @@ def _read_run(run_file: Path) -> dict[str, Any]:
         ) from None
     if not isinstance(run, dict) or not isinstance(run.get("steps", []), list):
         raise ValueError(f"{run_file} is not the record of a stanaccel run (expected a table with 'steps')")
+    for step in run.get("steps", []):
+        name = step.get("name") if isinstance(step, dict) else None
+        if not isinstance(name, str) or name in ("", ".", "..") or Path(name).name != name or "\\" in name:
+            raise ValueError(
+                f"{run_file} is not the record of a stanaccel run: step name {name!r} is not a folder "
+                "of the output folder"
+            )
     return run
+
+
+def _read_json(path: Path) -> Any:
+    """What a JSON file of a step holds; :class:`UnreadableOutput` naming the file where it is not JSON."""
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise UnreadableOutput(f"{path} is not valid JSON ({error})") from None
+
+
+def _read_netcdf(path: Path) -> az.InferenceData:
+    """A step's InferenceData, read whole now; :class:`UnreadableOutput` naming the file where it can't be."""
+    try:
+        with az.rc_context({"data.load": "eager"}):  # a file cut short fails here, not in a later figure
+            return az.from_netcdf(str(path))
+    except Exception as error:  # HDF5, netCDF4 and xarray each raise their own on a damaged file
+        raise UnreadableOutput(
+            f"{path} is not a readable netCDF file ({type(error).__name__}: {error})"
+        ) from None
 
 
 def missing_outputs(output_dir: str | Path, run: dict[str, Any] | None = None) -> dict[str, str]:
@@ -162,10 +250,14 @@ def _is_sampler(folder: Path) -> bool:
 
 def _load_sampler(folder: Path, step: dict[str, Any]) -> dict[str, Any] | None:
     """A sampler step's metrics, statistics, summary and figures."""
-    metrics = json.loads((folder / "metrics.json").read_text())
+    metrics = _read_json(folder / "metrics.json")
+    if not isinstance(metrics, dict):
+        raise UnreadableOutput(f"{folder / 'metrics.json'} is not a table of metrics")
     if metrics.get("interrupted"):
         return None
-    idata = az.from_netcdf(str(folder / "posterior.nc"))
+    if "ess_bulk_min" not in metrics:
+        raise UnreadableOutput(f"{folder / 'metrics.json'} is not the metrics of a sampler (no ess_bulk_min)")
+    idata = _read_netcdf(folder / "posterior.nc")
     method = metrics.get("method", "")
     is_nuts = method in NUTS_METHODS
     wall = float(metrics.get("wall_seconds", float("nan")))
@@ -364,7 +456,9 @@ def _kernel_statistics(
     and the tempering ladder's values per level (:func:`_levels_table`), taken out of those rows."""
     if not path.is_file():
         return [], _levels_table({}, schedule)
-    recorded = json.loads(path.read_text())
+    recorded = _read_json(path)
+    if not isinstance(recorded, dict):
+        raise UnreadableOutput(f"{path} is not a table of kernel statistics")
     chains = recorded.get("chains", [])
     per_chain = {key: [c[key] for c in chains if c.get(key) is not None] for key in METHOD_STATISTICS}
     levels = _levels_table(per_chain, schedule)
@@ -457,24 +551,23 @@ def _load_study(folder: Path, step: dict[str, Any]) -> dict[str, Any]:
             rows_file = md.with_suffix(".json")
             if not rows_file.is_file():
                 continue
-            rows = json.loads(rows_file.read_text())
+            rows = _read_json(rows_file)
             if not isinstance(rows, list) or not rows:
                 continue
-            header = md.read_text().splitlines()[0]
+            header = _read_text(md).splitlines()[0]
             columns = [c.strip() for c in header.strip("|").split("|")]
             tables.append(_table(md.relative_to(folder).with_suffix("").as_posix(), columns, rows))
         for csv_file in sorted(folder.rglob("*.csv")):
             if csv_file.with_suffix(".md").is_file():
                 continue
-            with open(csv_file, newline="") as handle:
-                rows = list(csv.DictReader(handle))
+            rows = list(csv.DictReader(_read_text(csv_file).splitlines()))
             if rows:
                 name = csv_file.relative_to(folder).with_suffix("").as_posix()
                 tables.append(_table(name, list(rows[0]), rows[:CSV_ROWS], total=len(rows)))
         for js in sorted(folder.rglob("*.json")):
             if js.with_suffix(".md").is_file():
                 continue
-            value = json.loads(js.read_text())
+            value = _read_json(js)
             if isinstance(value, dict) and value:
                 flat = _flatten(value)
                 rows = [{"key": k, "value": v} for k, v in flat.items()]
@@ -486,6 +579,14 @@ def _load_study(folder: Path, step: dict[str, Any]) -> dict[str, Any]:
         for p in sorted(folder.rglob("*.png"))
     ] if folder.is_dir() else []  # fmt: skip
     return {"step": step["name"], "action": step.get("action", ""), "tables": tables, "images": images}
+
+
+def _read_text(path: Path) -> str:
+    """A text file of a step; :class:`UnreadableOutput` naming the file where it is not text."""
+    try:
+        return path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as error:
+        raise UnreadableOutput(f"{path} is not a readable text file ({error})") from None
 
 
 def _table(name: str, columns: list[str], rows: list[dict], total: int | None = None) -> dict[str, Any]:

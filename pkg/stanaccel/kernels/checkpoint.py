@@ -34,7 +34,7 @@ from typing import Any
 
 import numpy as np
 
-from stanaccel.atomic import read_checked_pickle, write_checked_pickle
+from stanaccel.atomic import read_checked_pickle, write_checkpoint
 from stanaccel.kernels.state import STATISTICS, State
 
 FORMAT = 1
@@ -160,7 +160,7 @@ def save(folder: Path, chain: int, checkpoint: ChainCheckpoint, kernel) -> None:
     """Write ``checkpoint`` of ``chain`` atomically, its statistics keys made portable."""
     portable = {key: f"#{i}" for i, key in enumerate(record_keys(kernel))}
     checkpoint = replace(checkpoint, state=_rekeyed(checkpoint.state, portable))
-    write_checked_pickle(chain_path(folder, chain), checkpoint)
+    write_checkpoint(chain_path(folder, chain), checkpoint)
 
 
 def load(folder: Path, chain: int, expected: dict[str, Any], kernel) -> ChainCheckpoint | str | None:

@@ -50,7 +50,17 @@ PRIOR_GROWTH_MAX = 1.3
 given. A random walk's spread grows as the square root of its steps: from a common start, the last
 quarter's is sqrt(7 / 3) = 1.53 times the second quarter's. Where swaps mix the drifting replicas the
 chains agree (R-hat 1.09 to 1.29) while their spread grows (1.43 to 1.95 measured over 8 seeds of a
-random-walk ladder with a flat coordinate); a proper prior gave 0.93 to 1.15, here and on Stan programs."""
+random-walk ladder with a flat coordinate); a proper prior gave 0.93 to 1.15, here and on Stan programs,
+at 600 draws or more. At fewer the two quarters' sds differ by chance as much (up to 1.33 on ``mvn_mean``
+at 300 draws), so a growth counts only where it is :data:`PRIOR_GROWTH_Z` standard errors as well."""
+
+PRIOR_GROWTH_Z = 3.5
+"""Standard errors of the log of a coordinate's spread growth (:func:`spread_growth`, from the Monte Carlo
+errors of the two quarters' variances) by which it must exceed 0 to count. A proper level's log growth is
+about normal about 0 with that error, but quarters of a few hundred draws see too little of the draws'
+autocorrelation, so their errors run small: ``mvn_mean`` at 300 draws gave up to 3.2 errors (8 seeds, 3
+coordinates), the random-walk ladder's proper prior up to 2.0; its flat coordinate's random walk gave 1.9
+to 4.6 at 600 draws, where R-hat refused every seed below 3.5 (8 seeds)."""
 
 
 def stepping_stone(betas, log_likelihoods) -> tuple[float, float]:
@@ -84,54 +94,94 @@ def stepping_stone(betas, log_likelihoods) -> tuple[float, float]:
     return float(log_z), float(error)
 
 
-def spread_growth(draws) -> float:
-    """How much wider the last quarter of ``draws`` (chains, draws, dim) is than the second: the largest
-    ratio over coordinates of their sds over the chains (inf where a coordinate still in the second
-    quarter moves in the last; NaN with fewer than 4 draws, or nothing moving). The first quarter is left
-    out, since a level started at the target's points spreads out at first."""
+def spread_growth(draws) -> tuple[np.ndarray, np.ndarray]:
+    """How much wider the last quarter of ``draws`` (chains, draws, dim) is than the second, per coordinate:
+    the ratio of their sds over the chains, and how many standard errors its log lies above 0.
+
+    The first quarter is left out, since a level started at the target's points spreads out at first.
+    The log ratio's standard error is the delta method's, from each quarter's Monte Carlo standard error of
+    its mean squared deviation (so it knows the draws' autocorrelation). A coordinate still in the second
+    quarter that moves in the last has ratio and errors inf; one moving in neither, NaN (as with fewer than
+    4 draws).
+    """
+    from stanaccel.diagnostics.metrics import mcse_mean  # ArviZ, loaded only when an evidence is asked for
+
     draws = np.asarray(draws, dtype=float)
     quarter = draws.shape[1] // 4
+    growth, errors = np.full(draws.shape[2], np.nan), np.full(draws.shape[2], np.nan)
     if quarter == 0:
-        return float("nan")
-    second, last = (draws[:, k * quarter : (k + 1) * quarter].reshape(-1, draws.shape[2]).std(axis=0)
-                    for k in (1, 3))  # fmt: skip
-    moving = (second > 0) | (last > 0)
-    if not moving.any():
-        return float("nan")
-    with np.errstate(divide="ignore"):
-        return float(np.max(last[moving] / second[moving]))
+        return growth, errors
+    for j in range(draws.shape[2]):
+        spread, relative = [], []
+        for k in (1, 3):
+            part = draws[:, k * quarter : (k + 1) * quarter, j]
+            squares = (part - part.mean()) ** 2
+            variance = float(squares.mean())
+            spread.append(np.sqrt(variance))
+            moving = variance > 0 and np.ptp(squares) > 0 and quarter > 1
+            relative.append(mcse_mean(squares) / variance if moving else 0.0)  # that of the sd is half
+        if spread[0] == spread[1] == 0:
+            continue
+        with np.errstate(divide="ignore"):
+            growth[j] = spread[1] / spread[0]
+            error = 0.5 * np.hypot(*relative)
+            errors[j] = np.log(growth[j]) / error if error > 0 else np.inf * np.sign(np.log(growth[j]))
+    return growth, errors
 
 
-def prior_problem(draws) -> str | None:
-    """Why the beta = 0 level's points say it has no normalised density (so no evidence), or None.
+def unsettled(draws) -> str | None:
+    """Why the points ``draws`` (chains, draws, dim) of a density did not settle, or None if they did.
 
-    Its chains disagree (R-hat above :data:`PRIOR_RHAT_MAX`), or its spread keeps growing
-    (:func:`spread_growth` above :data:`PRIOR_GROWTH_MAX`): a parameter without a proper density there
-    drifts without bound (or the level explores its density too slowly for an evidence).
-
-    Parameters
-    ----------
-    draws : ndarray (chains, draws, dim)
-        Each chain's points of the beta = 0 level, evenly spaced over its scans. One chain's R-hat is
-        that of its two halves.
+    Its chains disagree (R-hat above :data:`PRIOR_RHAT_MAX`), or its spread keeps growing (in some
+    coordinate, :func:`spread_growth` above :data:`PRIOR_GROWTH_MAX` and :data:`PRIOR_GROWTH_Z` standard
+    errors). One chain's R-hat is that of its two halves.
     """
     from stanaccel.diagnostics.metrics import worst_rhat  # ArviZ, loaded only when an evidence is asked for
 
     draws = np.asarray(draws, dtype=float)
     if not np.all(np.isfinite(draws)):
-        return "the beta = 0 level reached points that are not finite: its density looks improper"
+        return "they reached points that are not finite"
     half = draws.shape[1] // 2
     chains = draws if len(draws) > 1 else np.stack([draws[0, :half], draws[0, half : 2 * half]])
-    rhat, growth = worst_rhat(chains), spread_growth(draws)
-    if not (rhat > PRIOR_RHAT_MAX or growth > PRIOR_GROWTH_MAX):
+    rhat = worst_rhat(chains)
+    growth, errors = spread_growth(draws)
+    growing = (growth > PRIOR_GROWTH_MAX) & (errors > PRIOR_GROWTH_Z)
+    if not (rhat > PRIOR_RHAT_MAX or growing.any()):
+        return None
+    found = (
+        [f"R-hat {rhat:.3g} (above {PRIOR_RHAT_MAX}: the chains disagree)"] if rhat > PRIOR_RHAT_MAX else []
+    )
+    if growing.any():
+        worst = int(np.argmax(np.where(growing, errors, -np.inf)))
+        found.append(
+            f"spread {growth[worst]:.3g} times as wide in the last quarter of the draws as in the second, "
+            f"{errors[worst]:.3g} standard errors above equal (above {PRIOR_GROWTH_MAX} and "
+            f"{PRIOR_GROWTH_Z:g} errors: it keeps growing)"
+        )
+    return f"{'; '.join(found)}; reaching {np.max(np.abs(draws)):.3g} in magnitude (unconstrained)"
+
+
+def prior_problem(draws) -> str | None:
+    """Why the beta = 0 level's points say it has no normalised density (so no evidence), or None.
+
+    They did not settle (:func:`unsettled`): a parameter without a proper density there drifts without
+    bound (or the level explores its density too slowly for an evidence).
+
+    Parameters
+    ----------
+    draws : ndarray (chains, draws, dim)
+        Each chain's points of the beta = 0 level, evenly spaced over its scans.
+    """
+    draws = np.asarray(draws, dtype=float)
+    if not np.all(np.isfinite(draws)):
+        return "the beta = 0 level reached points that are not finite: its density looks improper"
+    problem = unsettled(draws)
+    if problem is None:
         return None
     return (
-        f"the beta = 0 level's draws did not settle: R-hat {rhat:.3g} (above {PRIOR_RHAT_MAX} the chains "
-        f"disagree), spread {growth:.3g} times as wide in the last quarter of the draws as in the second "
-        f"(above {PRIOR_GROWTH_MAX} it keeps growing), reaching {np.max(np.abs(draws)):.3g} in magnitude "
-        "(unconstrained). Its density looks improper (a parameter without a proper prior), which has no "
-        "evidence, or the level explores it too slowly for one; give every parameter a proper prior, or set "
-        "beta_min (no evidence then)"
+        f"the beta = 0 level's draws did not settle: {problem}. Its density looks improper (a parameter "
+        "without a proper prior), which has no evidence, or the level explores it too slowly for one; give "
+        "every parameter a proper prior, or set beta_min (no evidence then)"
     )
 
 

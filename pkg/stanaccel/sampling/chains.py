@@ -26,6 +26,7 @@ from typing import Any
 
 import numpy as np
 
+from stanaccel.executors import stop_requested
 from stanaccel.kernels import KernelRun, run_chains
 from stanaccel.kernels.driver import quantity_fields
 
@@ -96,6 +97,10 @@ class ChainTask:
     name : str
     scratch : str or None
         Where the task writes its draws (None: they come back whole).
+    thin : int
+    stop_file : str or None
+        The executor's :attr:`~stanaccel.executors.Executor.stop_file`: when it
+        is there, the chain ends at its next draw and returns what it has.
     """
 
     factory: Any
@@ -106,6 +111,7 @@ class ChainTask:
     name: str
     scratch: str | None = None
     thin: int = 1
+    stop_file: str | None = None
 
 
 @dataclass
@@ -116,8 +122,13 @@ class ChainOutcome:
     densities: list[dict[str, Any]] = field(default_factory=list)
 
 
-def run_chain(task: ChainTask) -> ChainOutcome:
-    """Run one chain of a kernel run (see :class:`ChainTask`), where the executor puts it."""
+def run_chain(task: ChainTask) -> ChainOutcome | None:
+    """Run one chain of a kernel run (see :class:`ChainTask`), where the executor puts it.
+
+    None for a chain whose run was stopped before it began (a task that waited for a free worker).
+    """
+    if stop_requested(task.stop_file, every=0)():
+        return None
     factory = copy.copy(task.factory)  # its own record of densities, also where tasks share one factory
     factory.densities = []
     run = run_chains(
@@ -127,6 +138,7 @@ def run_chain(task: ChainTask) -> ChainOutcome:
         chain_seeds=[task.seed],
         name=task.name,
         thin=task.thin,
+        stop=stop_requested(task.stop_file),
     )
     return ChainOutcome(spill(run, task.scratch), factory.densities)
 
@@ -138,23 +150,47 @@ def run_chains_on(
 
     Returns the combined :class:`KernelRun` (its wall time that of the whole
     map, tasks' start-up included) and each chain's densities, in chain order.
-    A chain interrupted on a worker is not resumed here: Ctrl-C stops the map.
+    A stop (Ctrl-C, SIGTERM, SIGHUP) asks the chains to end through the
+    executor's stop file: the run then keeps, as a local one does, the
+    chains that made draws, each cut to the fewest draws of any, and says
+    it was interrupted. Where the executor has no stop file, or the chains
+    do not end in time (:data:`~stanaccel.executors.STOP_GRACE`),
+    ``KeyboardInterrupt`` is raised and nothing is kept.
     """
     chains = len(starts)
     sequences = np.random.SeedSequence(seed).spawn(chains)
     scratch = None if executor.scratch is None else str(executor.scratch)
+    stop_file = None if executor.stop_file is None else str(executor.stop_file)
     tasks = [
-        ChainTask(factory, starts[c], draws, c, sequences[c], name, scratch, thin) for c in range(chains)
+        ChainTask(factory, starts[c], draws, c, sequences[c], name, scratch, thin, stop_file)
+        for c in range(chains)
     ]
     start = time.perf_counter()
-    outcomes = executor.map(run_chain, tasks)
+    outcomes = executor.map(run_chain, tasks, keep_on_stop=True)
     wall = time.perf_counter() - start
+    outcomes = [outcome for outcome in outcomes if outcome is not None]  # None: stopped before it began
     runs = [restore(outcome.run) for outcome in outcomes]
+    if len(runs) < chains or any(r.interrupted for r in runs):
+        runs = _cut_to_the_shortest([r for r in runs if r.positions.shape[1] > 0])
     run = combine(runs, wall)
     if constrain is not None:  # after the map, as run_chains does: not in the wall time
         run = replace(run, **quantity_fields(constrain(run.positions)))
     densities = [d for outcome in outcomes for d in outcome.densities]
     return run, densities
+
+
+def _cut_to_the_shortest(runs: list[KernelRun]) -> list[KernelRun]:
+    """Stopped chains, each cut to the draws they all have (as :func:`run_chains` keeps them)."""
+    if not runs:
+        raise KeyboardInterrupt("the chains were stopped before their first draw")
+    kept = min(r.positions.shape[1] for r in runs)
+
+    def cut(run: KernelRun) -> KernelRun:
+        groups = {g: {k: v[:, :kept] for k, v in (getattr(run, g) or {}).items()} or None for g in GROUPS}
+        optional = {k: None if getattr(run, k) is None else getattr(run, k)[:, :kept] for k in OPTIONAL}
+        return replace(run, **{k: getattr(run, k)[:, :kept] for k in ARRAYS}, **optional, **groups)
+
+    return [replace(cut(run), interrupted=True) for run in runs]
 
 
 def combine(runs: list[KernelRun], wall_seconds: float) -> KernelRun:

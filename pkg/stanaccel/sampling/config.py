@@ -663,6 +663,23 @@ def method_record(method: str, where: str = "method"):
     return TABLE[method]
 
 
+def check_method_name(method: Any, where: str = "method") -> str:
+    """``method`` where it names a method of the table or :data:`AUTO`; otherwise a :class:`ConfigError`
+    naming them all, with a suggestion (a ``TypeError`` for a value that is no name)."""
+    choices = [*TABLE, AUTO]
+    if not isinstance(method, str):
+        raise TypeError(
+            f"{where} must be a method's name, one of {', '.join(choices)}; not {type(method).__name__} "
+            f"({reprlib.repr(method)})"
+        )
+    if method not in choices:
+        raise ConfigError(
+            f"{where} = {method!r}: unknown method; expected one of {', '.join(choices)}"
+            + _hint(method.lower(), choices)
+        )
+    return method
+
+
 def config_class(method: str, where: str = "method") -> type[SamplerConfig]:
     """The settings class of ``method`` (from :data:`TABLE`)."""
     return method_record(method, where).config

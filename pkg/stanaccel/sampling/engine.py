@@ -29,7 +29,9 @@ the warm-up and its :class:`~stanaccel.sampling.warmup.Adaptation`
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+import os
+import reprlib
+from collections.abc import Callable, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -39,7 +41,13 @@ from stanaccel.extras import require_latent
 from stanaccel.programs import program_path
 from stanaccel.sampling.auto import auto_settings, is_auto, sample_auto
 from stanaccel.sampling.build import no_laplace
-from stanaccel.sampling.config import APPROX_WARMUP, DEFAULT_NUTS_WARMUP, ConfigError, make_config
+from stanaccel.sampling.config import (
+    APPROX_WARMUP,
+    DEFAULT_NUTS_WARMUP,
+    ConfigError,
+    check_method_name,
+    make_config,
+)
 from stanaccel.sampling.methods import method_spec
 from stanaccel.sampling.program import (
     Program,
@@ -73,14 +81,15 @@ def _program_file(program: str | Path | CompiledProgram | StanModel):
     return path if path.suffix == ".stan" or path.exists() else program_path(str(program))
 
 
-def load_program(program: str | Path | CompiledProgram | StanModel) -> CompiledProgram:
-    """The compiled program of a ``.stan`` path, a bundled name, a CompiledProgram or a StanModel."""
+def load_program(program: str | Path | CompiledProgram | StanModel, include_paths=()) -> CompiledProgram:
+    """The compiled program of a ``.stan`` path, a bundled name, a CompiledProgram or a StanModel (a file's
+    ``#include`` files found beside it, then in ``include_paths``)."""
     program = _program_file(program)
     if isinstance(program, StanModel):
         return program.program
     if isinstance(program, CompiledProgram):
         return program
-    return compile_program(Path(program))
+    return compile_program(Path(program), include_paths)
 
 
 def sample(
@@ -97,6 +106,7 @@ def sample(
     checkpoint: str | Path | None = None,
     executor: Executor | str | None = None,
     tune: TuneSpec | dict | bool | None = None,
+    include_paths: str | Path | list | tuple = (),
 ) -> SampleResult:
     """Sample a Stan program's posterior with any stanaccel method.
 
@@ -140,15 +150,21 @@ def sample(
         defaults; a dict: its options); the trials' time is charged as
         "tuning", and ``reports["tuning"]`` holds every trial. Settings given
         in ``settings`` are kept, not tuned.
+    include_paths : path or list of paths, optional
+        Folders to look for the files a ``.stan`` file's ``#include`` lines
+        name in, after the file's own folder (which is always searched).
 
     Raises
     ------
     TypeError
-        ``settings`` is not a dict.
+        An argument of a type it does not take (``settings`` not a dict, a
+        ``program`` that is no path, name or compiled program, ...): the
+        message names the argument and what it takes.
     MissingExtraError
         A latent method without TensorFlow and Keras (``pip install "stanaccel[latent]"``).
     ConfigError
-        A setting is unknown, of the wrong kind or out of range (NaN,
+        An unknown method (the methods and ``auto`` named, with a
+        suggestion); a setting is unknown, of the wrong kind or out of range (NaN,
         infinite, above 1e6); a subset's ``m`` or ``latent_dim`` too large;
         ``h-pcn`` on a Stan program; a Laplace approximation where the
         Hessian at the mode is singular (the automatic approximations are
@@ -165,10 +181,11 @@ def sample(
         Ctrl-C during the warm-up (there are no draws to keep yet); during
         sampling the result keeps the draws made so far (``interrupted``).
     """
+    check_arguments(program, data, method, warmup_from, checkpoint, log, include_paths)
     say = log or (lambda line: None)
     if is_auto(method):
         return _sample_auto(program, data, settings, seed, warmup_from, progress, sources, say, checkpoint,
-                            executor, tune)  # fmt: skip
+                            executor, tune, include_paths)  # fmt: skip
     config = make_config(method, settings, sources)
     spec = method_spec(config.method)
     if spec.latent:
@@ -202,10 +219,10 @@ def sample(
     if isinstance(program, StanModel) and data is None:
         data = json.loads(program.data_json)
     data_label = f"data file {data}" if isinstance(data, str | Path) else "the data"
-    source = Program.of(_program_file(program))
+    source = Program.of(_program_file(program), include_paths)
     data = prepare_data(source, data)
     check_program(config, source, data)
-    model = StanModel(load_program(program), data)
+    model = StanModel(load_program(program, include_paths), data)
     check_instance(config, model, data, data_label, sources)  # before the warm-up, not after
     name = source.name
     seeds = spawn_seeds(seed, SEEDS)
@@ -231,8 +248,67 @@ def sample(
     return result
 
 
+PATH = (str, os.PathLike)
+
+
+def check_arguments(program, data, method, warmup_from, checkpoint=None, log=None, include_paths=()) -> None:
+    """Refuse, naming the argument and what it takes, an argument of :func:`sample` of a type it cannot use.
+
+    Raises
+    ------
+    TypeError
+        The argument's type is wrong (the message gives what was passed).
+    ConfigError
+        ``method`` names no method, nor ``auto``.
+    ValueError
+        ``warmup_from`` is an empty list; ``include_paths`` given with a program already compiled.
+    """
+
+    def refuse(name: str, takes: str, value) -> TypeError:
+        return TypeError(f"{name} must be {takes}; not {type(value).__name__} ({reprlib.repr(value)})")
+
+    if not isinstance(program, (*PATH, CompiledProgram, StanModel)) and not is_target(program):
+        takes = "a .stan file (a str or Path), a bundled program's name, a CompiledProgram or a StanModel"
+        raise refuse("program", takes, program)
+    if data is not None and not isinstance(data, (*PATH, Mapping)):
+        raise refuse("data", "a dict of the program's data, a Stan JSON file (a str or Path), or None", data)
+    check_method_name(method)
+    files = warmup_from if isinstance(warmup_from, list | tuple) else [warmup_from]
+    if warmup_from is not None and not isinstance(warmup_from, WarmupState):
+        if not files:
+            raise ValueError(
+                "warmup_from = []: give a netCDF file, CmdStan CSV files or their folder, or None"
+            )
+        wrong = next((f for f in files if not isinstance(f, PATH)), None)
+        if wrong is not None:
+            takes = ("a WarmupState, a netCDF file of an earlier run, CmdStan CSV files (a list of paths) or "
+                     "their folder (a str or Path), or None")  # fmt: skip
+            raise refuse("warmup_from", takes, wrong)
+    if checkpoint is not None and not isinstance(checkpoint, PATH):
+        raise refuse("checkpoint", "a folder (a str or Path) or None", checkpoint)
+    if include_paths and not isinstance(program, PATH):
+        raise ValueError(
+            f"include_paths is for a .stan file's #include lines; program is a compiled "
+            f"{type(program).__name__}: compile the file with them (compile_program(path, include_paths)), "
+            "or drop them"
+        )
+    if log is not None and not callable(log):
+        raise refuse("log", "a function that takes a line of text, such as print, or None", log)
+
+
 def _sample_auto(
-    program, data, settings, seed, warmup_from, progress, sources, say, checkpoint, executor, tune
+    program,
+    data,
+    settings,
+    seed,
+    warmup_from,
+    progress,
+    sources,
+    say,
+    checkpoint,
+    executor,
+    tune,
+    include_paths,
 ):
     """``method = "auto"`` (:mod:`stanaccel.sampling.auto`), after checking what it is given."""
     auto = auto_settings(settings, sources)
@@ -254,7 +330,7 @@ def _sample_auto(
     if isinstance(program, StanModel) and data is None:
         data = json.loads(program.data_json)
     data_label = f"data file {data}" if isinstance(data, str | Path) else "the data"
-    source = Program.of(_program_file(program))
+    source = Program.of(_program_file(program), include_paths)
     check_parameters(source)  # before it is compiled
     data = prepare_data(source, data)
     if auto.observations is not None:
@@ -262,7 +338,7 @@ def _sample_auto(
             auto.observations.check(data)
         except ValueError as error:
             raise ProgramConventionError(str(error)) from None
-    model = StanModel(load_program(program), data)
+    model = StanModel(load_program(program, include_paths), data)
     check_finite_data(model, data, data_label)
     check_parameters(source, model.dim)
     with _executor(executor) as chosen:

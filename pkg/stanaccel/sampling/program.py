@@ -44,7 +44,7 @@ from stanaccel.sampling.config import APPROX_WARMUP, Approximation, ConfigError,
 from stanaccel.seeds import spawn_seed
 from stanaccel.stan import StanModel, compile_program, read_data
 from stanaccel.stan.compiler import program_info, read_program
-from stanaccel.stan.data import data_digest
+from stanaccel.stan.data import EXTREME_RANGE, data_digest, extreme_values, nonfinite_values
 from stanaccel.stan.errors import StanError
 from stanaccel.stan.optimize import Mode, optimize
 
@@ -97,8 +97,9 @@ class Program:
     """The program's file name, as messages name it."""
 
     @classmethod
-    def of(cls, program) -> Program:
-        """From a Program, a StanModel, a CompiledProgram, or a ``.stan`` path."""
+    def of(cls, program, include_paths=()) -> Program:
+        """From a Program, a StanModel, a CompiledProgram, or a ``.stan`` path (its ``#include`` files found
+        beside it, then in ``include_paths``, and inlined: :func:`~stanaccel.stan.compiler.read_program`)."""
         if isinstance(program, Program):
             return program
         if isinstance(program, StanModel):
@@ -106,7 +107,7 @@ class Program:
         if hasattr(program, "code"):
             name = program.name.removesuffix("_model")
             return cls(name, program.code, f"{name}.stan")
-        code, name, label = read_program(Path(program))
+        code, name, label = read_program(Path(program), include_paths)
         return cls(name.removesuffix("_model"), code, label)
 
     @property
@@ -208,9 +209,14 @@ def check_parameters(program, dim: int | None = None) -> None:
     Raises
     ------
     ProgramConventionError
-        The program declares no parameters, or they have no entries with the data.
+        The program is empty, declares no parameters, or they have no entries with the data.
     """
     program = Program.of(program)
+    if not program.code.strip():
+        raise ProgramConventionError(
+            f"{program.label} is empty: a Stan program declares its data, parameters and model, such as "
+            "data { int N; vector[N] y; } parameters { real mu; } model { y ~ normal(mu, 1); }"
+        )
     if not program.info["parameters"]:
         raise ProgramConventionError(
             f"{program.label} has no parameters, so there is nothing to sample: {NO_FIXED_PARAM}"
@@ -391,42 +397,39 @@ def _check_smallest_level(config, model, program, data, observations, n, sources
         ) from None
 
 
-def nonfinite_data(data: dict[str, Any]) -> list[str]:
-    """Each data variable holding NaN or infinity, as ``"y[4] = nan"`` (its first such entry, 1-based)."""
-    found = []
-    for name, value in data.items():
-        try:
-            array = np.asarray(value, dtype=float)
-        except (TypeError, ValueError):
-            continue
-        bad = np.argwhere(~np.isfinite(array))
-        if len(bad):
-            index = "".join(f"[{i + 1}]" for i in bad[0])
-            more = f" and {len(bad) - 1} more" if len(bad) > 1 else ""
-            found.append(f"{name}{index} = {array[tuple(bad[0])]}{more}")
-    return found
-
-
 def check_finite_data(model: StanModel, data: dict[str, Any], label: str = "the data") -> None:
-    """Raise ValueError naming the variables if the data hold NaN or infinity that the program refuses.
+    """Raise ValueError naming the values if the data hold NaN, infinity or extreme values that the program
+    cannot use.
 
-    Stan would say only that initialization failed. Data with NaN or infinity
-    that the program handles (its log density is defined at the origin of the
-    unconstrained space) pass.
+    Stan would say only that initialization failed. Extreme values are
+    finite ones beyond ±1e150 or nonzero within ±1e-150, where a square (of
+    the value or its reciprocal) overflows: ``y ~ normal(mu, 1)`` with a
+    ``y`` of 1e300 is -inf at every point. Data with such values that the
+    program handles (its log density and gradient are finite at the origin
+    of the unconstrained space) pass.
     """
-    found = nonfinite_data(data)
-    if not found:
+    nonfinite, extreme = nonfinite_values(data), extreme_values(data)
+    if not nonfinite and not extreme:
         return
     try:
-        value = model.log_density(np.zeros(model.dim))
-        problem = None if np.isfinite(value) else f"the log density is {value}"
+        value, gradient = model.log_density_gradient(np.zeros(model.dim))
     except StanError as error:
         problem = str(error).removeprefix("Exception: ")
-    if problem is not None:
+    else:
+        if np.isfinite(value) and np.all(np.isfinite(gradient)):
+            return
+        problem = f"the log density is {value}" if not np.isfinite(value) else "its gradient is not finite"
+    name = Program.of(model).name
+    if nonfinite:
         raise ValueError(
-            f"{label}: {'; '.join(found)}: NaN or infinity in the data, which {Program.of(model).name} "
-            f"cannot use ({problem}); remove those entries or replace them with numbers"
+            f"{label}: {'; '.join(nonfinite)}: NaN or infinity in the data, which {name} cannot use "
+            f"({problem}); remove those entries or replace them with numbers"
         )
+    values = "a value" if len(extreme) == 1 else "values"
+    raise ValueError(
+        f"{label}: {'; '.join(extreme)}: {values} {EXTREME_RANGE}, where arithmetic overflows (a square is "
+        f"infinite), which {name} cannot use ({problem}); correct it, or rescale the data (other units)"
+    )
 
 
 def approximation(

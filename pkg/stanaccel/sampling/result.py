@@ -7,13 +7,21 @@ metrics (JSON); :func:`method_label` names a sampler for tables and messages.
 from __future__ import annotations
 
 import json
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from stanaccel.diagnostics.files import jsonable
+from stanaccel.diagnostics.files import (
+    OutputFailed,
+    OutputWarning,
+    Written,
+    jsonable,
+    save_or_rescue,
+    write_or_rescue,
+)
 from stanaccel.kernels import KernelRun
 from stanaccel.results import Result
 from stanaccel.sampling.config import SamplerConfig
@@ -137,6 +145,7 @@ class SampleResult(Result):
                 "adapted": True,
                 "warmup_kind": state.warmup,  # "nuts", or a cheap warm-up's (its step size NaN if none)
                 **({} if state.seconds is None else {"warmup_seconds": float(state.seconds)}),
+                **({} if state.provenance is None else state.provenance.attrs()),  # checked when borrowed
             }
         groups["attrs"] = {
             **groups.get("attrs", {}),
@@ -193,6 +202,9 @@ class SampleResult(Result):
         metrics["acceptance"] = self.acceptance
         metrics["settings"] = jsonable(self.config.as_dict())
         metrics["step_setting"] = method_spec(self.method).step_key(self.config)
+        # What the run's stages found: the verdict reads it too (diagnostics.metrics.finding_warnings).
+        stages = ("warmup", "schedule", "evidence", "modes", "auto")
+        metrics.update({key: jsonable(self.reports[key]) for key in stages if key in self.reports})
         judge(metrics)
         return {
             "method": self.method,
@@ -212,29 +224,48 @@ class SampleResult(Result):
                 if "tuning_summary" in self.reports
                 else {}
             ),
-            **({"warmup": jsonable(self.reports["warmup"])} if "warmup" in self.reports else {}),
-            **({"schedule": jsonable(self.reports["schedule"])} if "schedule" in self.reports else {}),
-            **({"evidence": jsonable(self.reports["evidence"])} if "evidence" in self.reports else {}),
-            **({"modes": jsonable(self.reports["modes"])} if "modes" in self.reports else {}),
-            **({"auto": jsonable(self.reports["auto"])} if "auto" in self.reports else {}),
         }
 
 
 def write_result(
     result: SampleResult, output: str | Path, metrics_path: str | Path | None = None
-) -> tuple[Path, dict[str, Any] | None]:
+) -> tuple[Written, dict[str, Any] | None]:
     """Write the InferenceData (``output``, netCDF) and, unless interrupted, the metrics (JSON).
 
-    The metrics go to ``metrics_path``, by default ``<output without .nc>.metrics.json``
-    beside the file written. Returns the
-    netCDF file actually written (a rescue file if ``output`` could not be
-    written) and the metrics (None for an interrupted run, too short to measure).
+    Nothing is lost where ``output`` cannot be written (a full disk): the
+    draws go to a rescue file (:func:`~stanaccel.diagnostics.files.save_or_rescue`)
+    and the metrics beside it. The metrics go to ``metrics_path``, by default
+    ``<output without .nc>.metrics.json`` beside the netCDF file written.
+
+    Returns
+    -------
+    Written
+        The netCDF file written (a rescue file where ``output`` failed, and why).
+    dict or None
+        The metrics; None for an interrupted run, too short to measure.
+
+    Raises
+    ------
+    OutputFailed
+        The draws could be written nowhere, not even in the temporary folder.
     """
-    written = result.save(output)
+    written = save_or_rescue(result.to_inference_data(), output)
     if result.interrupted:
         return written, None
     metrics = result.metrics()
-    path = Path(written)
-    metrics_path = metrics_path or path.with_name(path.name.removesuffix(".nc") + ".metrics.json")
-    Path(metrics_path).write_text(json.dumps(jsonable(metrics), indent=2))
+    path = written.path
+    if metrics_path is None or written.rescued:
+        metrics_path = path.with_name(path.name.removesuffix(".nc") + ".metrics.json")
+    try:
+        metrics_written = write_or_rescue(json.dumps(jsonable(metrics), indent=2).encode(), metrics_path)
+    except OutputFailed as exc:  # the draws are safe; the metrics can be made again from them
+        warnings.warn(f"the metrics were not written: {exc}", OutputWarning, stacklevel=2)
+    else:
+        if metrics_written.rescued:
+            warnings.warn(
+                f"could not write {metrics_path} ({metrics_written.problem}); wrote the metrics to "
+                f"{metrics_written.path}",
+                OutputWarning,
+                stacklevel=2,
+            )
     return written, metrics

@@ -21,11 +21,11 @@ import numpy as np
 
 from stanaccel.approx import KeepConstants
 from stanaccel.densities import evaluations
-from stanaccel.diagnostics.modes import modes_report
-from stanaccel.executors import Executor, SerialExecutor
+from stanaccel.diagnostics.modes import modes_report, visited_modes_report
+from stanaccel.executors import STOP_GRACE, Executor, SerialExecutor
 from stanaccel.kernels import KernelRun, run_chains
 from stanaccel.kernels.driver import quantity_fields
-from stanaccel.kernels.evidence import evidence_report, no_evidence
+from stanaccel.kernels.evidence import evidence_report, no_evidence, unsettled
 from stanaccel.sampling.batches import batch_evaluator
 from stanaccel.sampling.build import KernelFactory
 from stanaccel.sampling.chains import run_chains_on
@@ -44,7 +44,7 @@ from stanaccel.sampling.warmup import (
 )
 from stanaccel.seeds import spawn_seeds
 from stanaccel.stan import StanModel, compile_program
-from stanaccel.stan.nuts import NutsFit, sample_nuts
+from stanaccel.stan.nuts import NutsFit, check_borrowed, sample_nuts
 from stanaccel.stan.quantities import stan_quantities
 
 SEEDS = (
@@ -196,23 +196,26 @@ def run_sampler(
                 factory.evaluate = None
         densities = factory.densities
     else:
-        say(f"chains on {executor!r} (no checkpoints: each task's chain runs to its end)")
+        say(f"chains on {executor!r} (no checkpoints: a stop ends each chain and keeps its draws)")
         try:
             run, densities = run_chains_on(
                 executor, factory, starts, resolved.draws, seed=seeds["chains"], name=method_label(resolved),
                 constrain=_constrainer(model, seeds["quantities"]), thin=thin,
             )  # fmt: skip
-        except KeyboardInterrupt:  # the message says why nothing was kept (the command line shows it)
-            raise KeyboardInterrupt(
-                f"the chains ran on {executor!r}, which keeps no draws when interrupted"
-            ) from None
+        except KeyboardInterrupt as stop:  # the message says why nothing was kept (the command line shows it)
+            why = str(stop) or (
+                f"the chains ran on {executor!r}, which cannot ask them to stop early"
+                if executor.stop_file is None
+                else f"the chains on {executor!r} did not end within {STOP_GRACE:.0f} s of the stop"
+            )
+            raise KeyboardInterrupt(why) from None
     if thin > 1:
         reports["iterations"] = resolved.chains * resolved.draws * thin
     reports["summaries"] = run.summaries
     evidence = _evidence(run, reports.get("schedule"), say)
     if evidence:
         reports["evidence"] = evidence
-    modes = _modes(adaptation, run, tempering=isinstance(resolved, PTConfig | TTConfig))
+    modes = _modes(adaptation, run, isinstance(resolved, PTConfig | TTConfig), _coordinate_names(model))
     if modes:
         reports["modes"] = modes
         if modes["message"]:
@@ -224,22 +227,52 @@ def run_sampler(
     return SampleResult(resolved, sources_used, run, name, seed, charged, reports)
 
 
-def _modes(adaptation: Adaptation, run: KernelRun, tempering: bool) -> dict:
-    """:func:`~stanaccel.diagnostics.modes.modes_report` of the NUTS warm-up's chains (with a tempering
-    run's draws); empty without a NUTS warm-up of two chains or more."""
+def _modes(adaptation: Adaptation, run: KernelRun, tempering: bool, names: list[str]) -> dict:
+    """:func:`~stanaccel.diagnostics.modes.modes_report` of a NUTS warm-up's chains (two or more; with a
+    tempering run's draws), and where a cheap warm-up before it found several modes, whether the run's
+    draws visited each (:func:`~stanaccel.diagnostics.modes.visited_modes_report`); {} without either."""
+    report: dict = {}
     chains = len(adaptation.starts)
-    if adaptation.warmup != NUTS_WARMUP or adaptation.draws is None or chains < 2:
-        return {}
-    warmup = adaptation.draws.reshape(chains, -1, adaptation.draws.shape[-1])
-    return modes_report(warmup, run.positions if tempering else None)
+    if adaptation.warmup == NUTS_WARMUP and adaptation.draws is not None and chains >= 2:
+        warmup = adaptation.draws.reshape(chains, -1, adaptation.draws.shape[-1])
+        report = modes_report(warmup, run.positions if tempering else None)
+    found = adaptation.report.get("mode_points")
+    if found and np.size(run.positions):
+        visited = visited_modes_report(found, adaptation.report["mode_runs"], run.positions, names)
+        message = "; ".join(m for m in (report.get("message"), visited.pop("message")) if m)
+        report = {**report, **visited, "message": message}
+    return report
+
+
+def _coordinate_names(model) -> list[str]:
+    """Each unconstrained coordinate's name as Stan writes it (``b[2,1]`` for ``b.2.1``); ``x[j]`` for a
+    Python target."""
+    if not hasattr(model, "param_unc_names"):
+        return [f"x[{j}]" for j in range(model.dim)]
+    names = []
+    for name in model.param_unc_names():
+        variable, *index = name.split(".")
+        names.append(f"{variable}[{','.join(index)}]" if index else variable)
+    return names
 
 
 def _evidence(run: KernelRun, schedule: dict | None, say) -> dict:
     """:func:`~stanaccel.kernels.evidence.evidence_report` of a ``pt`` run down to beta = 0, said in the
-    log; for one whose placing took the prior for improper, that there is none; else {}."""
+    log; for one whose placing took the prior for improper, that there is none; else {}.
+
+    Where there is none because the prior looked improper, the posterior's own draws are checked the same
+    way (:func:`~stanaccel.kernels.evidence.unsettled`): where they did not settle either, the posterior
+    looks improper too (``posterior_problem``, a reason of the verdict), which swaps that mix drifting
+    replicas can hide from R-hat.
+    """
     evidence = evidence_report(run.summaries)
     if not evidence and (schedule or {}).get("note") == IMPROPER_PRIOR:
         evidence = no_evidence(IMPROPER_PRIOR)
+    if evidence.get("not_given") and np.size(run.positions):
+        problem = unsettled(run.positions)
+        if problem:
+            evidence["posterior_problem"] = f"the posterior's draws did not settle either: {problem}"
+            say(f"posterior: {evidence['posterior_problem']}")
     if evidence.get("not_given"):
         say(f"log evidence: not given: {evidence['not_given']}")
     elif evidence:
@@ -406,7 +439,9 @@ def run_nuts(
     else:
         warmup_from = read_warmup(warmup_from, model)
         charge_borrowed(warmup_from, charged, say)
-        if not warmup_from.has_step_size:  # a cheap warm-up's metric and points (an mh run's file)
+        # A cheap warm-up's metric and points (an mh run's file) on this program and data: a step size;
+        # on others sample_nuts adapts everything again.
+        if not warmup_from.has_step_size and check_borrowed(warmup_from, model) is None:
             warmup_from = borrowed_step(model, warmup_from, seeds["warmup"], progress, say, charged)
         if "chains" in config.user_keys():
             settings["chains"] = resolved.chains

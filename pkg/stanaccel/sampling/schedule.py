@@ -49,7 +49,7 @@ from typing import Any
 
 import numpy as np
 
-from stanaccel.atomic import read_checked_pickle, write_checked_pickle
+from stanaccel.atomic import read_checked_pickle, write_checkpoint
 from stanaccel.kernels import run_chains
 from stanaccel.kernels.schedule import (
     MAX_LEVELS,
@@ -152,8 +152,7 @@ def placed_ladder(
     schedule, seconds = adapt_ladder(config, model, data, adaptation, starts, seed=seed,
                                      subsets_seed=subsets_seed, say=say)  # fmt: skip
     if path is not None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        write_checked_pickle(path, {"key": key, "schedule": schedule, "seconds": seconds})
+        write_checkpoint(path, {"key": key, "schedule": schedule, "seconds": seconds})
     return schedule, seconds
 
 

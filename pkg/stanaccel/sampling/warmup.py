@@ -4,7 +4,10 @@
 (:func:`read_warmup`: a ``WarmupState``, a netCDF file written by
 stanaccel, CmdStan CSV files) and, for a method that needs draws, a short
 NUTS pilot from it; it returns the :class:`Adaptation`. A borrowed
-warm-up's recorded time is charged to the run (:func:`charge_borrowed`).
+warm-up's recorded time is charged to the run (:func:`charge_borrowed`);
+one made on other data or another version of the program, or recording
+neither, is adapted again by Stan's NUTS from its points first
+(:func:`readapted`).
 
 A method whose table entry accepts it (``cheap_warmup``) may instead ask
 (``warmup = "pathfinder"`` or ``"laplace"``) for a cheap warm-up
@@ -23,29 +26,37 @@ k of its draws' importance weights above :data:`PARETO_K_MAX` (Pathfinder's,
 or the Laplace draws', weighed as Stan's ``laplace_sample`` does), a
 Hessian that is not negative definite or is worse conditioned than
 :data:`CONDITION_MAX`, or L-BFGS (or Pathfinder's paths) from
-:data:`MODE_STARTS` starts ending at different modes, and NUTS's
-warm-up runs instead, with a :class:`WarmupWarning` naming the diagnostic
-and its value. All of it is charged to the sampler (``charged["warmup"]``;
-a cheap warm-up that was not used, as ``"warmup (<kind>, not used)"``).
+:data:`MODE_STARTS` starts ending at different modes, the log density
+undefined at more than :data:`UNDEFINED_MAX` of its draws, or an improper
+posterior (:mod:`stanaccel.stan.improper`: L-BFGS or Pathfinder running
+off to infinity, a direction in which the log density does not fall), and
+NUTS's warm-up runs instead, with a :class:`WarmupWarning` naming the
+diagnostic and its value. Importance weights that are all equal (an exact
+Gaussian) have no Pareto k (NaN): the Gaussian is kept. All of it is
+charged to the sampler (``charged["warmup"]``; a cheap warm-up that was not
+used, as ``"warmup (<kind>, not used)"``).
 """
 
 from __future__ import annotations
 
 import time
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from stanaccel.approx.taylor import central_hessian
 from stanaccel.densities import safe_log_density
 from stanaccel.sampling.config import APPROX_WARMUP, DEFAULT_NUTS_WARMUP, NUTS_WARMUP, method_record
 from stanaccel.stan import StanModel
 from stanaccel.stan.errors import StanEvaluationError
-from stanaccel.stan.nuts import NutsFit, WarmupState, sample_nuts
-from stanaccel.stan.optimize import laplace_sample, modes_from_starts, optimize
-from stanaccel.stan.pathfinder import pathfinder
+from stanaccel.stan.improper import FLAT_LENGTH, FLAT_SDS, flat_direction, ran_off
+from stanaccel.stan.nuts import NutsFit, WarmupState, check_borrowed, sample_nuts
+from stanaccel.stan.optimize import RunawayError, laplace_sample, modes_from_starts, optimize
+from stanaccel.stan.pathfinder import pareto_k_text, pathfinder
+from stanaccel.stan.provenance import Provenance
 
 PARETO_K_MAX = 0.7
 """A cheap warm-up's Gaussian is used when the Pareto k of its importance weights is at most this: above it
@@ -212,7 +223,10 @@ def warm_up(
     """
     report: dict[str, Any] = {}
     if config.warmup_kind == APPROX_WARMUP and warmup_from is None:
-        return approximation_warm_up(approximation, config, seeds, progress, say, charged, checkpoint)
+        adaptation = approximation_warm_up(approximation, config, seeds, progress, say, charged, checkpoint)
+        # The chains that follow run on this model: its file is a warm-up source for this program and data.
+        adaptation.warmup_state = replace(adaptation.warmup_state, provenance=Provenance.of(model))
+        return adaptation
     if config.cheap_warmup and warmup_from is None:
         adaptation, report = cheap_warm_up(model, config, seeds, progress, say, charged)
         if adaptation is not None:
@@ -238,6 +252,8 @@ def cheap_warm_up(
     report: dict[str, Any] = {"warmup": kind}
     try:
         fit = _gaussian(model, kind, seeds["warmup"], progress, say, report)
+    except RunawayError as error:  # an improper posterior: the message says which parameter, what to do
+        fit = str(error)
     except StanEvaluationError as error:  # every path failed, or L-BFGS did
         first = " ".join(line.strip() for line in str(error).splitlines()[:2])  # L-BFGS: the first start's
         fit = f"{'Pathfinder' if kind == 'pathfinder' else 'L-BFGS'} failed ({first})"
@@ -261,7 +277,7 @@ def cheap_warm_up(
     step_size = None
     # Without a step (mh, pcn, imh) the metric and starts are still kept: the run's file is a warm-up source.
     state = WarmupState(np.full(config.chains, np.nan), np.repeat(inv_metric[None], config.chains, axis=0),
-                        "diag", starts, warmup=kind)  # fmt: skip
+                        "diag", starts, warmup=kind, provenance=Provenance.of(model))  # fmt: skip
     spec = method_record(config.method)
     if spec.warmup_adapts_step(config) and "step_size" not in config.user_keys():
         say(f"step size: Stan's NUTS, {STEP_ITERATIONS} iterations adapting only it, the metric fixed")
@@ -321,7 +337,7 @@ def adapt_step(model: StanModel, state: WarmupState, seed: int, progress: bool) 
     chains = len(steps)
     metric = "diag" if inv_metric.ndim == 1 else "dense"
     return WarmupState(steps, np.repeat(inv_metric[None], chains, axis=0), metric, fit.last_unconstrained(),
-                       state.seconds, state.warmup)  # fmt: skip
+                       state.seconds, state.warmup, state.provenance)  # fmt: skip
 
 
 def averaged_step(acceptance: np.ndarray, initial: float = 1.0, delta: float = 0.8) -> float:
@@ -347,7 +363,10 @@ def averaged_step(acceptance: np.ndarray, initial: float = 1.0, delta: float = 0
 
 
 def _gaussian(model, kind, seed, progress, say, report) -> tuple[np.ndarray, np.ndarray] | str:
-    """The cheap warm-up's (draws, covariance), or why its Gaussian is not trusted; fills ``report``."""
+    """The cheap warm-up's (draws, covariance), or why its Gaussian is not trusted; fills ``report``.
+
+    The draws are those where the model's log density is defined (the chains start at some of them).
+    """
     name = model.name.removesuffix("_model")
     if kind == "pathfinder":
         say(f"Stan's Pathfinder on {name} (the warm-up)")
@@ -357,40 +376,99 @@ def _gaussian(model, kind, seed, progress, say, report) -> tuple[np.ndarray, np.
         if fit.interrupted:
             raise KeyboardInterrupt("stopped during Stan's Pathfinder (the warm-up)")
         report.update(pareto_k=fit.pareto_k, gradient_evaluations=fit.gradient_evaluations,
-                      paths=len(fit.path_sizes))  # fmt: skip
-        if not fit.pareto_k <= PARETO_K_MAX:
-            return f"Pathfinder's Pareto k is {fit.pareto_k:.2f}, above {PARETO_K_MAX}"
-        paths = fit.paths()  # a good fit of one mode of several has a good Pareto k too
+                      paths=len(fit.path_sizes), undefined=fit.undefined)  # fmt: skip
+        paths = fit.paths()
         best = int(np.argmax(fit.path_elbos))
-        apart = modes_apart(f"Pathfinder's {len(paths)} paths", "Pathfinder", [p.mean(axis=0) for p in paths],
-                            best, paths[best].std(axis=0), report)  # fmt: skip
+        runs, ends = f"Pathfinder's {len(paths)} paths", [p.mean(axis=0) for p in paths]
+        problem = (
+            ran_off(model, ends, runs)
+            or _undefined("Pathfinder's", fit.undefined)
+            or _flat(model, ends[best], None, "the mean of Pathfinder's best path")
+        )
+        if problem:
+            return problem
+        if fit.pareto_k > PARETO_K_MAX:
+            return f"Pathfinder's Pareto k is {fit.pareto_k:.2f}, above {PARETO_K_MAX}"
+        # a good fit of one mode of several has a good Pareto k too
+        apart = modes_apart(runs, "Pathfinder", ends, best, paths[best].std(axis=0), report)
         if apart:
             return apart
-        say(f"Pathfinder: Pareto k {fit.pareto_k:.2f}, {fit.gradient_evaluations} log density evaluations")
+        say(f"Pathfinder: Pareto k {pareto_k_text(fit.pareto_k)}, {fit.gradient_evaluations} log density "
+            "evaluations")  # fmt: skip
         return fit.draws, fit.gaussian()[1]
     say(f"Laplace approximation of {name} (the warm-up): the mode by Stan's L-BFGS, the Hessian there")
-    modes = modes_from_starts(model, MODE_STARTS, seed=seed, jacobian=True, progress=progress)
+    starts = mirrored_starts(model, MODE_STARTS, seed)  # on both sides of 0: two modes there are both met
+    modes = modes_from_starts(model, MODE_STARTS, inits=starts, seed=seed, jacobian=True, progress=progress)
     if not modes:  # every start failed: retries from further starts, or the error
         modes = [optimize(model, seed=seed + MODE_STARTS, jacobian=True, progress=progress)]
     best = int(np.argmax([m.log_density for m in modes]))
     mode = modes[best]
-    report.update(
-        condition_number=mode.condition_number(), iterations=mode.iterations, modes_found=len(modes)
-    )
+    report.update(condition_number=mode.condition_number(), iterations=mode.iterations, lbfgs_runs=len(modes))
     problem = mode.hessian_problem(CONDITION_MAX)
-    if problem is not None:
-        return problem
-    apart = modes_apart(f"L-BFGS from {len(modes)} starts", "Laplace", [m.point for m in modes],
-                        best, np.sqrt(np.diag(mode.covariance())), report)  # fmt: skip
-    if apart:
-        return apart
+    if problem is None:
+        problem = modes_apart(f"L-BFGS from {len(modes)} starts", "Laplace", [m.point for m in modes],
+                              best, np.sqrt(np.diag(mode.covariance())), report)  # fmt: skip
+    if problem:  # a singular Hessian, or "modes" apart along a flat ridge: an improper posterior?
+        flat = _flat(model, mode.point, mode.hessian, "the mode")
+        if flat:  # the ends are points along it, not modes
+            report.pop("mode_points", None), report.pop("mode_runs", None)
+        return flat or problem
     laplace = laplace_sample(model, mode, GAUSSIAN_DRAWS, seed=seed)
-    report["pareto_k"] = laplace.pareto_k
-    if not laplace.pareto_k <= PARETO_K_MAX:
+    report.update(pareto_k=laplace.pareto_k, undefined=laplace.undefined)
+    problem = _undefined("the Laplace approximation's", laplace.undefined)
+    if problem:
+        return problem
+    if laplace.pareto_k > PARETO_K_MAX:
         return f"the Laplace approximation's Pareto k is {laplace.pareto_k:.2f}, above {PARETO_K_MAX}"
     say(f"Laplace: mode found in {mode.iterations} L-BFGS iterations, the Hessian's condition number "
-        f"{report['condition_number']:.3g}, Pareto k {laplace.pareto_k:.2f}")  # fmt: skip
-    return laplace.draws, mode.covariance()
+        f"{report['condition_number']:.3g}, Pareto k {pareto_k_text(laplace.pareto_k)}")  # fmt: skip
+    return laplace.draws[np.isfinite(laplace.log_density)], mode.covariance()
+
+
+UNDEFINED_MAX = 0.01
+"""A cheap warm-up's Gaussian is used when the model's log density is undefined (NaN, infinite, a Stan
+error or reject) at no more than this share of its draws. Beyond it the Gaussian spreads where the
+posterior does not exist: the program leaves part of the space undefined (a sqrt or log of a parameter
+that may go negative, with no bound declared), and chains started there would fail. (A share weighs
+nothing in the Pareto k, which sees only the draws where the density is defined.)"""
+
+
+def _undefined(whose: str, share: float) -> str | None:
+    """Why a Gaussian with ``share`` of its draws where the density is undefined is not trusted, or None."""
+    if share <= UNDEFINED_MAX:
+        return None
+    return (
+        f"the log density is undefined (NaN, infinite, or a Stan error) at {share:.0%} of {whose} draws, "
+        f"above {UNDEFINED_MAX:.0%}: the Gaussian spreads where the program's density is not defined (a "
+        "parameter whose declaration lacks the bounds its use needs, such as <lower=0> on one under a "
+        "sqrt or log)"
+    )
+
+
+FLAT_MAX_DIM = 1000
+"""Pathfinder's warm-up looks for a flat direction (:func:`_flat`) up to this many parameters: it needs
+the Hessian at its mean, 2 dim gradients by finite differences (Laplace's mode has its own)."""
+
+
+def _flat(model, point: np.ndarray, hessian: np.ndarray | None, where: str) -> str | None:
+    """:func:`~stanaccel.stan.improper.flat_direction` from ``point`` along the weakest axes of the Hessian
+    there (by finite differences of gradients where ``hessian`` is None), each
+    :data:`~stanaccel.stan.improper.FLAT_SDS` of its own sds out, at most
+    :data:`~stanaccel.stan.improper.FLAT_LENGTH` (a flat axis has no sd of its own). None where it cannot
+    look (the gradient undefined nearby, more than :data:`FLAT_MAX_DIM` parameters)."""
+    if hessian is None:
+        if model.dim > FLAT_MAX_DIM:
+            return None
+        try:
+            hessian = central_hessian(lambda x: model.log_density_gradient(x)[1], point)
+        except ArithmeticError:
+            return None
+    curvatures, axes = np.linalg.eigh(-0.5 * (hessian + hessian.T))  # the weakest first
+    if not np.all(np.isfinite(curvatures)):
+        return None
+    with np.errstate(divide="ignore", invalid="ignore"):
+        sds = np.where(curvatures > 0, 1 / np.sqrt(curvatures), np.inf)
+    return flat_direction(model, point, axes.T, np.minimum(FLAT_SDS * sds, FLAT_LENGTH), where)
 
 
 INIT_RADIUS = 2.0
@@ -403,18 +481,25 @@ def mirrored_starts(model, n: int, seed: int) -> np.ndarray | None:
 
     Every coordinate starts on both sides of 0, where ``n`` of Stan's random inits all fall on one side
     one time in 2^(n - 1) (on two equal modes at b = -3 and 3 they did so at the command line's seed).
-    A pair with an undefined density at either point is drawn again (as Stan tries up to 100 inits);
-    None when no pair was found in ``100 n`` tries (Stan's own random inits then).
+    A pair with an undefined density at either point is drawn again (as Stan tries up to 100 inits).
+    Where no ``n`` pairs were found in ``100 n`` tries (a density undefined for a parameter below 0, whose
+    mirror image is then never defined), the points drawn whose density is defined fill in, unpaired;
+    None when there are not ``n`` of those either (Stan's own random inits then).
     """
     rng = np.random.default_rng([seed, 0x3A1F])
     starts: list[np.ndarray] = []
+    unpaired: list[np.ndarray] = []
     for _ in range(100 * n):
         x = rng.uniform(-INIT_RADIUS, INIT_RADIUS, model.dim)
-        if np.isfinite(safe_log_density(model, x)) and np.isfinite(safe_log_density(model, -x)):
-            starts += [x, -x]
+        defined = [p for p in (x, -x) if np.isfinite(safe_log_density(model, p))]
+        if len(defined) == 2:
+            starts += defined
+        else:
+            unpaired += defined
         if len(starts) >= n:
             return np.array(starts[:n])
-    return None
+    starts += unpaired
+    return np.array(starts[:n]) if len(starts) >= n else None
 
 
 def modes_apart(runs: str, gaussian: str, ends, best: int, sds: np.ndarray, report: dict) -> str | None:
@@ -432,13 +517,20 @@ def modes_apart(runs: str, gaussian: str, ends, best: int, sds: np.ndarray, repo
         The run whose Gaussian would be used; ``sds`` are its sds.
     report : dict
         Gets ``mode_separation``: the largest distance of an end from the best one's, in its sds, over
-        the coordinates. Above :data:`MODE_SEPARATION` the ends are different modes.
+        the coordinates. Above :data:`MODE_SEPARATION` the ends are different modes, and it gets
+        ``mode_points`` too, one end per mode (unconstrained), with ``mode_runs`` (``runs``): the
+        verdict checks that the run's draws visit each (:func:`~stanaccel.diagnostics.modes.unvisited_modes`).
     """
     ends = np.asarray(ends, dtype=float)
     separation = float(np.max(np.abs(ends - ends[best]) / sds))
     report["mode_separation"] = separation
     if separation <= MODE_SEPARATION:
         return None
+    points: list[np.ndarray] = []
+    for end in ends:  # one end of each mode: those within MODE_SEPARATION sds of a kept one are its mode
+        if all(np.max(np.abs(end - point) / sds) > MODE_SEPARATION for point in points):
+            points.append(end)
+    report["mode_points"], report["mode_runs"] = [p.tolist() for p in points], runs
     return (
         f"{runs} ended at modes {separation:.1f} {gaussian} sds apart: the posterior has more than one mode, "
         "and a Gaussian at one of them would hide the others"
@@ -504,11 +596,8 @@ def nuts_warm_up(model, config, seeds, warmup_from, progress, say, charged, chec
     else:
         state = read_warmup(warmup_from, model)
         charge_borrowed(state, charged, say)
-        if np.shape(state.positions)[-1] != model.dim:
-            raise ValueError(
-                f"the warm-up has {np.shape(state.positions)[-1]} unconstrained parameters; {model.name} "
-                f"has {model.dim}: is it the same program?"
-            )
+        if check_borrowed(state, model) is not None:  # other data, or nothing to check: the warning says
+            state = readapted(model, state, seeds["warmup"], progress, charged, checkpoint)
         draws = None
         spec = method_record(config.method)
         adapts = spec.warmup_adapts_step(config) and "step_size" not in config.user_keys()
@@ -529,8 +618,7 @@ def nuts_warm_up(model, config, seeds, warmup_from, progress, say, charged, chec
                 raise KeyboardInterrupt("stopped during the NUTS pilot (the warm-up)")
             charged["pilot"] = charged.get("pilot", 0.0) + fit.wall_seconds
             draws = fit.draws_unconstrained
-            state = WarmupState(state.step_size, state.inv_metric, state.metric, fit.last_unconstrained(),
-                                state.seconds, state.warmup)  # fmt: skip
+            state = replace(state, positions=fit.last_unconstrained())
     metric = np.mean(state.inv_metric, axis=0)
     flat = None if draws is None else draws.reshape(-1, model.dim)
     return Adaptation(
@@ -542,6 +630,31 @@ def nuts_warm_up(model, config, seeds, warmup_from, progress, say, charged, chec
         warmup_state=state,
         warmup=state.warmup,  # a cheap warm-up's metric is the posterior's scale (Adaptation.settings)
     )
+
+
+READAPTED = "warmup (adapted again)"
+"""The ``charged_seconds`` entry of Stan's NUTS warm-up run from a borrowed warm-up that may not fit
+(:func:`readapted`)."""
+
+
+def readapted(model, state: WarmupState, seed: int, progress, charged, checkpoint=None) -> WarmupState:
+    """A borrowed warm-up that may not fit ``model``'s posterior (other data, another version of the
+    program, or nothing recorded to check), adapted again by Stan's NUTS warm-up from its points, metric
+    and step size (:func:`~stanaccel.stan.nuts.sample_nuts` warns why and how long), its time charged as
+    :data:`READAPTED`; the chains' walk from its points is left in that warm-up.
+
+    Raises
+    ------
+    KeyboardInterrupt
+        Stopped by Ctrl-C (the message says where).
+    """
+    fit = sample_nuts(model, warmup_from=state, draws=0, seed=seed, progress=progress,
+                      checkpoint=checkpoint_part(checkpoint, "readapt"))  # fmt: skip
+    if fit.interrupted:
+        raise KeyboardInterrupt("stopped while Stan's NUTS adapted the borrowed warm-up again")
+    charged[READAPTED] = fit.wall_seconds
+    seconds = None if state.seconds is None else state.seconds + fit.wall_seconds
+    return replace(fit.warmup_state(), seconds=seconds)
 
 
 def borrowed_step(model, state: WarmupState, seed: int, progress, say, charged) -> WarmupState:

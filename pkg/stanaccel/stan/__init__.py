@@ -12,6 +12,7 @@ from stanaccel.stan.errors import (
     StanDomainError,
     StanError,
     StanEvaluationError,
+    StanMemoryError,
 )
 from stanaccel.stan.model import StanModel, unflatten
 
@@ -23,6 +24,7 @@ __all__ = [
     "StanDomainError",
     "StanError",
     "StanEvaluationError",
+    "StanMemoryError",
     "StanModel",
     "compile_program",
     "read_data",

@@ -357,10 +357,19 @@ class adaptation_writer : public stan::callbacks::structured_writer {
 // each print with a newline), which no message of its own is (its timing and adaptation notes have no
 // final newline, the others are plain strings). L-BFGS mixes prints with its rejection messages in one
 // stream, so the optimisation and Pathfinder services keep them all as messages.
+//
+// It also notes when Stan's Hamiltonian rejected a proposal because the log density threw (a `reject`, a
+// domain error): base_hamiltonian logs REJECTION_MESSAGE as an error, then sets the potential to infinity,
+// which ends the transition as a divergence. `rejected_iteration` is the `iteration` (the interrupt's count,
+// where given) that it last happened in, so that NUTS can count such transitions apart from divergences.
 class message_logger : public stan::callbacks::logger {
  public:
+  static constexpr const char *REJECTION_MESSAGE =
+      "Informational Message: The current Metropolis proposal is about to be rejected";
   std::vector<std::string> messages;
   bool forward_prints = false;
+  const std::atomic<long> *iteration = nullptr;
+  long rejected_iteration = -1;
   void info(const std::string &m) override { keep(m); }
   void info(const std::stringstream &m) override {
     std::string text = m.str();
@@ -373,8 +382,11 @@ class message_logger : public stan::callbacks::logger {
   }
   void warn(const std::string &m) override { keep(m); }
   void warn(const std::stringstream &m) override { keep(m.str()); }
-  void error(const std::string &m) override { keep(m); }
-  void error(const std::stringstream &m) override { keep(m.str()); }
+  void error(const std::string &m) override {
+    if (iteration != nullptr && m.rfind(REJECTION_MESSAGE, 0) == 0) rejected_iteration = iteration->load();
+    keep(m);
+  }
+  void error(const std::stringstream &m) override { error(m.str()); }
   void fatal(const std::string &m) override { keep(m); }
   void fatal(const std::stringstream &m) override { keep(m.str()); }
 
@@ -493,11 +505,30 @@ struct lbfgs_settings {
         num_iterations(s["num_iterations"].cast<int>()) {}
 };
 
+// NUTS's draws, and with each whether a proposal of its transition was rejected by the program: the logger
+// noted a rejection in the iteration (the interrupt's count) that the row ends.
+class nuts_sample_writer : public table_writer {
+ public:
+  nuts_sample_writer(const message_logger &logger, const progress_interrupt &interrupt)
+      : logger_(logger), interrupt_(interrupt) {}
+  std::vector<char> rejected;  // one per row
+  using table_writer::operator();
+  void operator()(const std::vector<double> &row) override {
+    table_writer::operator()(row);
+    rejected.push_back(logger_.rejected_iteration == interrupt_.iterations.load());
+  }
+
+ private:
+  const message_logger &logger_;
+  const progress_interrupt &interrupt_;
+};
+
 // One NUTS chain: configure, run (GIL released), then read results.
 class NutsChain : public service_run {
  public:
   NutsChain(const Model &model, py::dict settings) : service_run(model, std::move(settings)) {
     logger_.forward_prints = true;
+    logger_.iteration = &interrupt_.iterations;
   }
 
   void run() {
@@ -553,6 +584,7 @@ class NutsChain : public service_run {
     py::dict out;
     out["sample_names"] = sample_writer_.names;
     out["sample_rows"] = rows_to_numpy(sample_writer_.rows, sample_writer_.names.size());
+    out["rejected"] = rejected_to_numpy(sample_writer_, sample_writer_.names.size());
     out["diagnostic_names"] = diagnostic_writer_.names;
     out["diagnostic_rows"] = rows_to_numpy(diagnostic_writer_.rows, diagnostic_writer_.names.size());
     out["stepsize"] = adaptation_.stepsize;
@@ -563,8 +595,19 @@ class NutsChain : public service_run {
 
  private:
   stan::callbacks::writer init_writer_;
-  table_writer sample_writer_, diagnostic_writer_;
+  nuts_sample_writer sample_writer_{logger_, interrupt_};
+  table_writer diagnostic_writer_;
   adaptation_writer adaptation_;
+
+  // Whether each row that rows_to_numpy keeps had a proposal rejected by the program.
+  static py::array_t<bool> rejected_to_numpy(const nuts_sample_writer &writer, std::size_t width) {
+    std::vector<bool> kept;
+    for (std::size_t i = 0; i < writer.rows.size(); ++i)
+      if (writer.rows[i].size() == width) kept.push_back(writer.rejected[i] != 0);
+    py::array_t<bool> out(kept.size());
+    std::copy(kept.begin(), kept.end(), out.mutable_data());
+    return out;
+  }
 
   static py::array_t<double> rows_to_numpy(const std::vector<std::vector<double>> &rows, std::size_t width) {
     std::size_t n = 0;

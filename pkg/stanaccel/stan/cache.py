@@ -37,13 +37,30 @@ logger = logging.getLogger(__name__)
 
 def cache_dir() -> Path:
     """The cache folder: ``$STANACCEL_CACHE``, else ``$XDG_CACHE_HOME/stanaccel``
-    (``~/.cache/stanaccel`` by default)."""
+    (``~/.cache/stanaccel`` by default), created if missing.
+
+    Raises
+    ------
+    NotADirectoryError
+        The path, or a folder above it, is a file.
+    OSError
+        The folder cannot be created (no permission, a read-only disk).
+    """
     if os.environ.get(CACHE_ENV):
-        path = Path(os.environ[CACHE_ENV])
+        path, source = Path(os.environ[CACHE_ENV]), f"${CACHE_ENV} = "
     else:
         base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
-        path = Path(base) / "stanaccel"
-    path.mkdir(parents=True, exist_ok=True)
+        path, source = Path(base) / "stanaccel", "the cache folder "
+    advice = f"set ${CACHE_ENV} to a folder (created if missing) for the compiled Stan programs"
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except (FileExistsError, NotADirectoryError):
+        file = next(p for p in (path, *path.parents) if p.exists() and not p.is_dir())
+        raise NotADirectoryError(
+            f"{source}{path}: {'it' if file == path else file} is a file, not a folder; {advice}"
+        ) from None
+    except OSError as error:
+        raise OSError(f"{source}{path}: cannot create the folder ({error.strerror}); {advice}") from None
     return path
 
 

@@ -42,7 +42,7 @@ from typing import Any
 
 import numpy as np
 
-from stanaccel.atomic import read_checked_pickle, write_checked_pickle
+from stanaccel.atomic import read_checked_pickle, write_checkpoint
 from stanaccel.seeds import spawn_seed
 from stanaccel.stan.services import SAMPLER_COLUMNS, chain_settings, init_texts
 
@@ -172,9 +172,7 @@ class ChunkedChain:
         return _piece(run.result(), run.iterations())
 
     def _save(self, part: str, piece: dict) -> None:
-        write_checked_pickle(
-            self.path(part), {"format": FORMAT, "fingerprint": self.fingerprint, "piece": piece}
-        )
+        write_checkpoint(self.path(part), {"format": FORMAT, "fingerprint": self.fingerprint, "piece": piece})
 
     def run(self) -> None:
         """The warm-up (unless checkpointed), then every chunk not yet checkpointed."""
@@ -238,6 +236,7 @@ class ChunkedChain:
             "sample_names": first["sample_names"] if first else [],
             "sample_rows": np.vstack([p["sample_rows"] for p in rows]) if rows else np.zeros((0, 0)),
             "diagnostic_rows": np.vstack([p["diagnostic_rows"] for p in rows]) if rows else np.zeros((0, 0)),
+            "rejected": np.concatenate([_rejected(p) for p in rows]) if rows else np.zeros(0, dtype=bool),
             "stepsize": warm["stepsize"] if warm is not None else float("nan"),
             "inv_metric": warm["inv_metric"] if warm is not None else np.zeros((0, 0)),
             "messages": [m for p in pieces for m in p["messages"]],
@@ -253,6 +252,7 @@ def _piece(result: dict, iterations: int) -> dict[str, Any]:
         "sample_names": list(result["sample_names"]),
         "sample_rows": np.asarray(result["sample_rows"]),
         "diagnostic_rows": np.asarray(result["diagnostic_rows"]),
+        "rejected": np.asarray(result["rejected"], dtype=bool),
         "stepsize": float(result["stepsize"]),
         "inv_metric": np.asarray(result["inv_metric"]),
         "messages": list(result["messages"]),
@@ -261,6 +261,11 @@ def _piece(result: dict, iterations: int) -> dict[str, Any]:
         "interrupted": bool(result["interrupted"]),
         "iterations": int(iterations),
     }
+
+
+def _rejected(piece: dict) -> np.ndarray:
+    """A piece's per-row rejections by the program; none known in a piece of an older stanaccel."""
+    return np.asarray(piece.get("rejected", np.zeros(piece["sample_rows"].shape[0], dtype=bool)), dtype=bool)
 
 
 def chunked_chains(model, config, inits, metrics, step_sizes, folder: Path, chunk: int) -> list:

@@ -14,6 +14,7 @@ import numpy as np
 
 from stanaccel.stan.model import StanModel
 from stanaccel.stan.nuts import WarmupState
+from stanaccel.stan.provenance import Provenance
 
 METRIC_TYPES = {"diag_e": "diag", "dense_e": "dense"}
 
@@ -33,6 +34,14 @@ def read_warmup(csv_files: str | Path | Sequence[str | Path], model: StanModel) 
         The Stan CSV output files (one per chain) or their folder.
     model : StanModel
         The same program, for mapping the last draws to the unconstrained space.
+
+    Returns
+    -------
+    WarmupState
+        Its provenance holds the program's name and parameters, with no
+        digest of the data (a CSV file names its data file, not its
+        contents): a run that borrows it adapts again (see
+        :func:`~stanaccel.stan.nuts.continued_settings`).
 
     Raises
     ------
@@ -58,7 +67,15 @@ def read_warmup(csv_files: str | Path | Sequence[str | Path], model: StanModel) 
     last = draws[-1][:, index]  # (chains, parameters)
     positions = np.stack([model.param_unconstrain(row) for row in last])
     inv_metric = np.asarray(fit.metric, dtype=float)
-    return WarmupState(np.atleast_1d(np.asarray(fit.step_size, dtype=float)), inv_metric, metric, positions)
+    if inv_metric.shape[-1] != model.dim:  # the model's columns, and more: another program's
+        raise ValueError(
+            f"CmdStan run in {files} adapted a metric of {inv_metric.shape[-1]} unconstrained parameters; "
+            f"{model.name} has {model.dim}: is it the same program?"
+        )
+    name = str(fit.metadata.cmdstan_config.get("model", "its program"))
+    return WarmupState(np.atleast_1d(np.asarray(fit.step_size, dtype=float)), inv_metric, metric, positions,
+                       provenance=Provenance(name, tuple(model.param_names())),
+                       origin=", ".join(files))  # fmt: skip
 
 
 __all__ = ["cmdstan_column", "read_warmup"]

@@ -123,30 +123,104 @@ def enable_build_messages() -> None:
         messages.addHandler(handler)
 
 
-def read_program(program: str | Path) -> tuple[str, str, str]:
+def read_program(program: str | Path, include_paths=()) -> tuple[str, str, str]:
     """Return (code, model name, label) for a ``.stan`` path or a program string.
 
     The model name is ``<file stem>_model`` made a C++ identifier, or
     ``anon_model`` for a string; the label names the program in messages:
     the file's own name (any name its file system allows), or ``anon.stan``.
     A string without braces cannot be Stan code (every program has a block),
-    so it is read as a path.
+    so it is read as a path. The code has the files its ``#include`` lines
+    name inlined (:func:`resolve_includes`), found in the program's own
+    folder and then in ``include_paths``: it is the whole program.
 
     Raises
     ------
-    FileNotFoundError
-        The path names no file; the message says what is expected.
+    TypeError
+        ``program`` is no path or text, or ``include_paths`` no folders.
+    FileNotFoundError, IsADirectoryError
+        The path names no file, or a folder; an include path is not a folder;
+        the message says what is expected.
+    StanCompileError
+        An ``#include`` names a file found in none of the folders (stanc's
+        message, naming them).
     """
-    looks_like_path = isinstance(program, Path) or "{" not in program
+    text, name, label, folder = read_source(program)
+    return resolve_includes(text, include_folders(folder, include_paths), label), name, label
+
+
+def read_source(program: str | Path) -> tuple[str, str, str, Path | None]:
+    """(code as written, model name, label, folder) for a ``.stan`` path or a program string (see
+    :func:`read_program`); the folder is the file's own, absolute (None for a string)."""
+    if not isinstance(program, str | os.PathLike):
+        raise TypeError(
+            f"program must be a .stan file (a str or Path) or the program text; not {type(program).__name__} "
+            f"({program!r:.60})"
+        )
+    looks_like_path = not isinstance(program, str) or "{" not in program
     if looks_like_path:
         path = Path(program)
+        if path.is_dir():
+            raise IsADirectoryError(
+                f"Stan program {str(path)!r} is a folder: give a .stan file or the program text"
+            )
         if not path.is_file():
             raise FileNotFoundError(
                 f"Stan program file not found: {str(path)!r} (give a .stan file, the program text, or for "
                 "a bundled program stanaccel.programs.program_path(name))"
             )
-        return path.read_text(), model_name_for(path.stem), path.name
-    return str(program), "anon_model", "anon.stan"
+        return path.read_text(), model_name_for(path.stem), path.name, path.resolve().parent
+    return str(program), "anon_model", "anon.stan", None
+
+
+INCLUDE = re.compile(r"^[ \t]*#include\b", re.MULTILINE)
+"""An ``#include`` line of a Stan program (stanc reads the file it names in its place)."""
+
+
+def include_folders(folder: Path | None, include_paths=()) -> tuple[Path, ...]:
+    """The folders an ``#include`` is looked for in, in order: the program's own ``folder`` (as cmdstanpy
+    does), then ``include_paths`` (one folder, or a list), absolute and each once.
+
+    Raises
+    ------
+    TypeError
+        ``include_paths`` is not a folder or a list of them.
+    FileNotFoundError
+        An include path is not a folder.
+    """
+    paths = [include_paths] if isinstance(include_paths, str | os.PathLike) else include_paths
+    if not isinstance(paths, list | tuple) or not all(isinstance(p, str | os.PathLike) for p in paths):
+        raise TypeError(
+            f"include_paths must be a folder (a str or Path) or a list of them; not {include_paths!r:.60}"
+        )
+    folders = [] if folder is None else [folder]
+    for path in map(Path, paths):
+        if not path.is_dir():
+            raise FileNotFoundError(
+                f"include path {str(path)!r} is not a folder (include_paths, --include-path)"
+            )
+        if path.resolve() not in folders:
+            folders.append(path.resolve())
+    return tuple(folders)
+
+
+def resolve_includes(code: str, folders: tuple[Path, ...], label: str = "program.stan") -> str:
+    """``code`` with the file each ``#include`` names inlined, as stanc reads it (looked for in
+    ``folders``, in order; nested includes too); ``code`` itself where it has none.
+
+    stanc does the inlining (``--canonicalize=includes``, which also formats the program): it searches
+    as it does when it translates, and a missing or broken file is its message, naming the file, the
+    line of the ``#include`` and the folders.
+
+    Raises
+    ------
+    StanCompileError
+        stanc's message.
+    """
+    if not INCLUDE.search(code):
+        return code
+    flags = ["--auto-format", "--canonicalize=includes"]
+    return _run_stanc(code, "program.stan", find_toolchain().stanc, label, folders, flags)
 
 
 def model_name_for(stem: str) -> str:
@@ -162,36 +236,96 @@ def model_name_for(stem: str) -> str:
 
 
 @functools.lru_cache(maxsize=64)
-def stanc(code: str, name: str, toolchain_stanc: Path, label: str | None = None) -> tuple[str, str]:
+def stanc(
+    code: str,
+    name: str,
+    toolchain_stanc: Path,
+    label: str | None = None,
+    folders: tuple[Path, ...] = (),
+    inlined: str | None = None,
+) -> tuple[str, str]:
     """Translate Stan code to C++; return (C++ code, warnings).
 
     ``label`` names the program in stanc's messages (the user's file name);
     it is not part of the C++, so the cache key does not depend on it. The
     translation is kept for the process: each run of a program (each
     ``sample`` call) translates it to find its build, and stanc costs about
-    40 ms of CPU a call.
+    40 ms of CPU a call. ``folders`` are where its ``#include`` files are
+    (:func:`include_folders`; given only to a program that has one, so that
+    the others' C++ is as before), and ``inlined`` the program with them
+    inlined (:func:`resolve_includes`): part of the kept translation's key,
+    so that an edited included file is translated again. The C++, the
+    build's cache key, holds the included code, and names each folder by
+    its own name, not its place (the key does not change when a project
+    moves).
 
     Raises
     ------
     StanCompileError
         With stanc's message, which gives the file, line and column of the problem.
     """
+    source_name = f"{name.removesuffix('_model')}.stan"
+    target = f"{name}.cpp"
+    flags = ["--name", name, f"--filename-in-msg={source_name}"]
+    return _run_stanc(code, source_name, toolchain_stanc, label, folders, flags, ["--o", target], target)
+
+
+def _run_stanc(
+    code: str,
+    source_name: str,
+    toolchain_stanc: Path,
+    label: str | None,
+    folders: tuple[Path, ...],
+    flags: list[str],
+    last_flags: list[str] | tuple = (),
+    output: str | None = None,
+):
+    """Run stanc on ``code`` (written as ``source_name`` in a temporary folder) with ``flags``, the
+    include paths, then ``last_flags``; return (the ``output`` file's text, warnings), or its stdout
+    where ``output`` is None. Each folder is linked in the temporary folder under its own name, and
+    stanc's messages name it by its path.
+
+    Raises
+    ------
+    StanCompileError
+        stanc's message, the program named by ``label``.
+    """
     with tempfile.TemporaryDirectory(prefix="stanaccel-stanc-") as tmp:
-        source_name = f"{name.removesuffix('_model')}.stan"
         source = Path(tmp) / source_name
         source.write_text(code)
-        target = Path(tmp) / f"{name}.cpp"
+        links: dict[str, Path] = {}
+        for folder in folders:
+            link = folder.name or "root"
+            while link in links or link in (source_name, output):
+                link += "_"
+            links[link] = folder
+            (Path(tmp) / link).symlink_to(folder, target_is_directory=True)
+        include = [f"--include-paths={','.join(links)}"] if links else []
         process = subprocess.run(
-            [str(toolchain_stanc), "--name", name, f"--filename-in-msg={source_name}", "--o", target.name,
-             source_name],
+            [str(toolchain_stanc), *flags, *include, *last_flags, source_name],
             cwd=tmp,  # relative paths: stanc records its flags in the C++, which is the cache key
             capture_output=True,
             text=True,
             timeout=120,
-        )  # fmt: skip
+        )
         if process.returncode != 0:
-            raise StanCompileError(_relabel(process.stderr or process.stdout, source, label or source_name))
-        return target.read_text(), process.stderr.strip()
+            message = _relabel(process.stderr or process.stdout, source, label or source_name)
+            raise StanCompileError(_relabel_folders(message, links))
+        if output is None:
+            return process.stdout
+        return (Path(tmp) / output).read_text(), process.stderr.strip()
+
+
+def _relabel_folders(message: str, links: dict[str, Path]) -> str:
+    """stanc's message with each include folder's link named by the folder's path."""
+    for link, folder in links.items():
+        message = message.replace(f"'{link}/", f"'{folder}/")
+    searched = ", ".join(map(str, links.values())) + " (the program's own folder, then include_paths)"
+    return (
+        re.sub(r"Current include paths: .*", f"Include paths searched: {searched}", message)
+        if links
+        else message
+    )
 
 
 def _relabel(message: str, source: Path, label: str) -> str:
@@ -225,7 +359,30 @@ def program_info(code: str, label: str = "program.stan") -> dict:
     return json.loads(process.stdout)
 
 
-def compile_program(program: str | Path) -> CompiledProgram:
+def translate(program: str | Path, include_paths=()) -> tuple[str, str, str, str, str]:
+    """(code, model name, label, C++, stanc's warnings) of a program (see :func:`read_program`): the C++
+    is the build's cache key (:func:`compile_program`), so it holds every included file's code.
+
+    A program with an ``#include`` is translated from its own text with the include folders (stanc's
+    messages then name the included file and line); the code is the program with them inlined.
+
+    Raises
+    ------
+    StanCompileError
+        stanc's message (an ``#include`` found in none of the folders among them).
+    """
+    text, name, label, folder = read_source(program)
+    folders = include_folders(folder, include_paths)
+    code = resolve_includes(text, folders, label)
+    toolchain = find_toolchain()
+    if INCLUDE.search(text):  # the files it includes are found in the folders, and key the translation
+        cpp, warnings = stanc(text, name, toolchain.stanc, label, folders, code)
+    else:
+        cpp, warnings = stanc(text, name, toolchain.stanc, label)
+    return code, name, label, cpp, warnings
+
+
+def compile_program(program: str | Path, include_paths=()) -> CompiledProgram:
     """Compile (or fetch from the cache) and load a Stan program.
 
     A cached build that does not match its recorded size and SHA-256, or
@@ -235,23 +392,27 @@ def compile_program(program: str | Path) -> CompiledProgram:
     ----------
     program : str or Path
         A path to a ``.stan`` file, or the program text itself.
+    include_paths : str, Path or list of them
+        Folders to look for the files of its ``#include`` lines in, after
+        the program's own folder (:func:`include_folders`).
 
     Returns
     -------
     CompiledProgram
+        Its ``code`` is the whole program, its included files inlined.
         The loaded program; build instances with :class:`stanaccel.stan.StanModel`.
 
     Raises
     ------
     StanCompileError
-        The program does not compile (stanc's message, with line and column).
+        The program does not compile (stanc's message, with line and column),
+        or an ``#include`` names a file in none of the folders.
     StanBuildError
         It must be built and there is no C++ compiler, the C++ build failed,
         or the fresh build does not load.
     """
-    code, name, label = read_program(program)
+    code, name, label, cpp, warnings = translate(program, include_paths)
     toolchain = find_toolchain()
-    cpp, warnings = stanc(code, name, toolchain.stanc, label)
     if warnings:
         logger.info("stanc warnings for %s:\n%s", name, warnings)
     key = content_hash(cpp, BRIDGE_SOURCE.read_text(), toolchain.identity())

@@ -21,7 +21,8 @@ import numpy as np
 
 from stanaccel.densities import COUNTING
 from stanaccel.stan.compiler import CompiledProgram, compile_program
-from stanaccel.stan.data import StanData, data_digest, data_to_json
+from stanaccel.stan.data import StanData, data_digest, data_error, data_to_json
+from stanaccel.stan.errors import StanDataError
 
 Variables = list[tuple[str, tuple[int, ...]]]
 
@@ -264,7 +265,11 @@ def _stan_instance(program: CompiledProgram, data: StanData, seed: int) -> tuple
             _instances.move_to_end(key)
             return _instances[key]
         text = data_to_json(data) if text is None else text
-        instance = (program.module.Model(text, seed), text)
+        try:
+            instance = (program.module.Model(text, seed), text)
+        except StanDataError as error:
+            name = program.name.removesuffix("_model")
+            raise data_error(str(error), data, text, name) from None
         _instances[key] = instance
         while len(_instances) > INSTANCES_KEPT:
             _instances.popitem(last=False)

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import time
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -25,8 +26,9 @@ import numpy as np
 
 from stanaccel.results import Result
 from stanaccel.stan.chunks import CHUNK_DRAWS, chunked_chains
-from stanaccel.stan.errors import StanEvaluationError
+from stanaccel.stan.data import run_error
 from stanaccel.stan.model import StanModel, Variables, unflatten
+from stanaccel.stan.provenance import READAPT_ITERATIONS, Provenance, borrowed_mismatch
 from stanaccel.stan.quantities import generated_names, split_log_likelihood, transformed_names
 from stanaccel.stan.services import SAMPLER_COLUMNS, chain_settings, init_texts, run_threads
 
@@ -97,6 +99,13 @@ class WarmupState:
         The warm-up that made it: "nuts" (Stan's NUTS warm-up, or CmdStan's),
         or a cheap one, "laplace" or "pathfinder" (its Gaussian's diagonal is
         the metric).
+    provenance : Provenance or None
+        The program and data it was made on, checked when it is borrowed
+        (:func:`~stanaccel.stan.provenance.borrowed_mismatch`); None where
+        not recorded (a file of an older stanaccel): it cannot be checked,
+        and :func:`sample_nuts` adapts again from it.
+    origin : str or None
+        The file (or files) it was read from, for messages; None for one made in this process.
     """
 
     step_size: np.ndarray
@@ -105,6 +114,8 @@ class WarmupState:
     positions: np.ndarray
     seconds: float | None = None
     warmup: str = "nuts"
+    provenance: Provenance | None = None
+    origin: str | None = None
 
     @property
     def has_step_size(self) -> bool:
@@ -125,14 +136,17 @@ class WarmupState:
         whose default warm-up is a Laplace approximation) holds its metric
         and points with no step size (NaN), and ``warmup`` names it.
 
+        The program and data the run was made on (its :class:`Provenance`)
+        come with it where the file records them.
+
         Raises
         ------
         FileNotFoundError
             No such file.
         ValueError
-            The file holds no NUTS adaptation, or its warm-up was stopped
-            before adaptation finished (its step size and metric are the
-            initial ones, not adapted).
+            The file cannot be read (damaged, or no netCDF file), holds no
+            NUTS adaptation, or its warm-up was stopped before adaptation
+            finished (its step size and metric are the initial ones, not adapted).
         """
         import xarray as xr
 
@@ -142,7 +156,7 @@ class WarmupState:
         try:
             adaptation = xr.load_dataset(path, group="adaptation")
         except (OSError, ValueError) as exc:
-            raise ValueError(_no_adaptation(path)) from exc
+            raise ValueError(_unreadable(path, exc) or _no_adaptation(path)) from exc
         missing = {"step_size", "inv_metric", "last_position"} - set(adaptation.data_vars)
         if missing or "metric" not in adaptation.attrs:
             raise ValueError(
@@ -163,7 +177,31 @@ class WarmupState:
             if "warmup_seconds" in adaptation.attrs
             else None,
             warmup=str(adaptation.attrs.get("warmup_kind", "nuts")),
+            provenance=Provenance.from_attrs(adaptation.attrs),
+            origin=str(path),
         )
+
+
+def _unreadable(path: Path, error: Exception) -> str | None:
+    """Why a netCDF file cannot be read (damaged, cut short, not netCDF-4), or None: it reads, and
+    ``error`` (loading its ``adaptation`` group) means that it holds none."""
+    import h5netcdf
+
+    try:
+        with h5netcdf.File(path, "r") as file:
+            groups = set(file.groups)
+    except (OSError, ValueError) as reading:
+        return (
+            f"{path} cannot be read ({reading}): it is damaged (cut short, say by a full disk or a copy "
+            "that stopped) or is no netCDF-4 file, as stanaccel writes; give another warm-up file, or run "
+            "the run that wrote it again"
+        )
+    if "adaptation" in groups:
+        return (
+            f"{path} is damaged: its 'adaptation' group cannot be read ({error}); run the run that wrote "
+            "it again"
+        )
+    return None
 
 
 def _no_adaptation(path: Path) -> str:
@@ -213,7 +251,9 @@ class NutsFit(Result):
     draws_unconstrained, warmup_unconstrained : ndarray (chains, draws, dim)
     sample_stats, warmup_sample_stats : dict of ndarray (chains, draws)
         ``lp``, ``acceptance_rate``, ``step_size``, ``tree_depth``, ``n_steps``,
-        ``diverging``, ``energy``.
+        ``diverging``, ``energy``, and ``failed``: transitions that ended where the
+        program rejected a proposal (its log density threw: a ``reject``, a
+        domain error), which Stan counts as divergent and ``diverging`` does not.
     step_size : ndarray (chains,)
         Step size after adaptation (or as given).
     inv_metric : ndarray (chains, dim) or (chains, dim, dim)
@@ -232,6 +272,9 @@ class NutsFit(Result):
         asked). False when a warm-up was stopped before it finished.
     transformed, generated : list of str
         The names of the program's transformed parameters and generated quantities.
+    provenance : Provenance or None
+        The program and data of the run, recorded in its file (a later run that
+        borrows its warm-up is checked against them).
     """
 
     param_names: list[str]
@@ -252,6 +295,7 @@ class NutsFit(Result):
     adapted: bool = True
     transformed: list[str] = field(default_factory=list)
     generated: list[str] = field(default_factory=list)
+    provenance: Provenance | None = None
 
     @property
     def chains(self) -> int:
@@ -356,6 +400,7 @@ class NutsFit(Result):
                 "interrupted": self.interrupted,
                 "adapted": self.adapted,
                 **({} if failed is None else {"quantities_failed": int(failed.sum())}),
+                **({} if self.provenance is None else self.provenance.attrs()),
             },
         }
 
@@ -375,6 +420,7 @@ class NutsFit(Result):
             self.settings.metric,
             self.last_unconstrained(),
             self.warmup_seconds,
+            provenance=self.provenance,
         )
 
     def last_unconstrained(self) -> np.ndarray:
@@ -418,8 +464,13 @@ def sample_nuts(
         netCDF file written from a NUTS run such as ``stanaccel nuts
         --output``, or a CmdStan run via
         ``stanaccel.stan.cmdstan.read_warmup``): its step
-        sizes, inverse metrics, metric type and last points; unless given
-        otherwise, no further warm-up and one chain per warm-up chain.
+        sizes, inverse metrics, metric type and last points, one chain per
+        warm-up chain unless ``chains`` asks for fewer. Made on this program
+        and data, it is continued at once (no warm-up unless asked for); made
+        on other data or another version of the program, or recording
+        neither, it is a :class:`BorrowedWarmupWarning`, and Stan's NUTS
+        warm-up runs :data:`~stanaccel.stan.provenance.READAPT_ITERATIONS`
+        iterations from it first (see :func:`continued_settings`).
     progress : bool
         Show a progress bar (tqdm) per chain on stderr, if it is a terminal.
     checkpoint : path, optional
@@ -442,29 +493,44 @@ def sample_nuts(
     Returns
     -------
     NutsFit
+
+    Raises
+    ------
+    ValueError
+        A setting out of range; a borrowed warm-up of another program, of
+        fewer chains than asked for, or without a step size where it would be
+        continued at once.
     """
+    if not isinstance(model, StanModel):
+        raise TypeError(
+            f"sample_nuts takes a StanModel (StanModel(program, data)), not {type(model).__name__} "
+            f"({model!r:.80}); stanaccel.sampling.sample(program, data, 'nuts') takes a program file"
+        )
+    if not isinstance(warmup_from, WarmupState | str | Path | None):
+        raise TypeError(
+            f"warmup_from must be a netCDF file of an earlier run (a str or Path) or a WarmupState, "
+            f"not {type(warmup_from).__name__} ({warmup_from!r:.80})"
+        )
     step_sizes = None
-    source = f" in {warmup_from}" if isinstance(warmup_from, str | Path) else ""
-    if source:
+    if isinstance(warmup_from, str | Path):
         warmup_from = WarmupState.from_netcdf(warmup_from)
-    if warmup_from is not None and np.shape(warmup_from.positions)[-1] != model.dim:
-        raise ValueError(
-            f"the warm-up{source} has {np.shape(warmup_from.positions)[-1]} unconstrained parameters; "
-            f"{model.name} has {model.dim}: is it the same program?"
-        )
-    if warmup_from is not None and not warmup_from.has_step_size:
-        raise ValueError(
-            f"the warm-up{source} is a {warmup_from.warmup} warm-up's metric and start points, with no "
-            "step size (its run's method moves without one), and NUTS needs one to continue without a "
-            "warm-up of its own: stanaccel sample --method nuts --warmup-from takes it (Stan's NUTS adapts "
-            "the step size alone first), or run NUTS with its own warm-up"
-        )
     if warmup_from is not None:
-        settings = {"chains": len(warmup_from.step_size), "warmup": 0, "adapt": False, **settings}
-        settings["metric"] = warmup_from.metric
-        inits = warmup_from.positions if inits is None else inits
-        inv_metric = warmup_from.inv_metric if inv_metric is None else inv_metric
-        step_sizes = np.asarray(warmup_from.step_size, dtype=float)
+        settings, mismatch = continued_settings(warmup_from, model, settings)
+        if mismatch is None and not warmup_from.has_step_size:
+            raise ValueError(
+                f"the warm-up{_source(warmup_from)} is a {warmup_from.warmup} warm-up's metric and start "
+                "points, with no step size (its run's method moves without one), and NUTS needs one to "
+                "continue without a warm-up of its own: stanaccel sample --method nuts --warmup-from takes "
+                "it (Stan's NUTS adapts the step size alone first), or run NUTS with its own warm-up"
+            )
+        if mismatch is not None:
+            warnings.warn(_readapting(mismatch, settings), BorrowedWarmupWarning, stacklevel=2)
+        chains = settings["chains"]
+        inits = np.asarray(warmup_from.positions)[:chains] if inits is None else inits
+        if inv_metric is None:
+            inv_metric = np.asarray(warmup_from.inv_metric)[:chains]
+        if warmup_from.has_step_size:
+            step_sizes = np.asarray(warmup_from.step_size, dtype=float)[:chains]
     config = NutsSettings(**settings)
     config.check()
     if step_sizes is None or len(step_sizes) != config.chains:
@@ -492,9 +558,94 @@ def sample_nuts(
     if errors:
         c, r = errors[0]
         detail = "\n".join(r["messages"][-10:])
-        raise StanEvaluationError(f"NUTS chain {c} failed: {r['error']}\n{detail}".strip())
+        name = model.name.removesuffix("_model")
+        raise run_error(f"NUTS chain {c}", r["error"], detail, model.data_json, name)
     stopped = interrupted or any(r["interrupted"] for r in results)
     return _assemble(model, config, results, metrics, step_sizes, wall, stopped)
+
+
+class BorrowedWarmupWarning(UserWarning):
+    """A borrowed warm-up was made on other data or another version of the program, or records neither:
+    Stan's NUTS adapts again from it before drawing."""
+
+
+def check_borrowed(state: WarmupState, model: StanModel) -> str | None:
+    """Why a borrowed warm-up may not fit ``model``'s posterior, or None where it was made on it.
+
+    The same number of parameters and, where it records them, the same
+    parameters' names (:func:`~stanaccel.stan.provenance.borrowed_mismatch`);
+    then other data, another version of the program, or nothing recorded
+    to check are the reasons returned.
+
+    Raises
+    ------
+    ValueError
+        Another program: other parameters, or another number of them.
+    """
+    dim = np.shape(state.positions)[-1]
+    if dim != model.dim:
+        raise ValueError(
+            f"the warm-up{_source(state)} has {dim} unconstrained parameters; {model.name} has {model.dim}: "
+            "is it the same program?"
+        )
+    return borrowed_mismatch(state.provenance, model, _source(state))
+
+
+def _source(state: WarmupState) -> str:
+    """Where a warm-up came from, for messages: " in FILE", or nothing for one made in this process."""
+    return f" in {state.origin}" if state.origin else ""
+
+
+def continued_settings(
+    state: WarmupState, model: StanModel, settings: dict[str, Any]
+) -> tuple[dict[str, Any], str | None]:
+    """The NUTS settings of a run continued from ``state``, and why it is adapted again (None: it is not).
+
+    ``state`` is checked against ``model`` (:func:`check_borrowed`), and no
+    more chains may be asked for than it has. Made on this program and data, it is continued
+    at once: no warm-up, no adaptation (unless ``settings`` say otherwise).
+    Otherwise (the second value says why) its points, metric and step size
+    may be far from this posterior, and the early draws of chains started
+    there would be a walk to it; Stan's NUTS warm-up then runs
+    :data:`~stanaccel.stan.provenance.READAPT_ITERATIONS` iterations from
+    them (``settings``' ``warmup`` wins), adapting step size and metric.
+
+    Parameters
+    ----------
+    settings : dict
+        Fields of :class:`NutsSettings` given by the caller; they win over the defaults above.
+
+    Raises
+    ------
+    ValueError
+        Another program (other parameters), or more chains asked for than ``state`` has.
+    """
+    mismatch = check_borrowed(state, model)
+    held = len(state.step_size)
+    chains = settings.get("chains", held)
+    if chains > held:
+        raise ValueError(
+            f"the warm-up{_source(state)} has {held} chains and {chains} were asked for: each chain "
+            f"continues one of its chains; ask for {held} or fewer (leave the number of chains out for "
+            f"{held}), or run a new warm-up with more chains"
+        )
+    defaults = {"warmup": READAPT_ITERATIONS, "adapt": True} if mismatch else {"warmup": 0, "adapt": False}
+    return {"chains": held, **defaults, **settings, "metric": state.metric}, mismatch
+
+
+def _readapting(mismatch: str, settings: dict[str, Any]) -> str:
+    """The warning that a borrowed warm-up does not fit: what runs before the draws are kept."""
+    if not settings["warmup"]:
+        return (
+            f"{mismatch}; warmup = 0 asks for no warm-up, so the draws start at its points: the first ones "
+            "may be a walk from its posterior to this one (give warm-up iterations to leave them out)"
+        )
+    adapting = "adapting step size and metric" if settings["adapt"] else "not adapting (adapt = False)"
+    return (
+        f"{mismatch}: its points, metric and step size may not fit this posterior, so Stan's NUTS warm-up "
+        f"runs {settings['warmup']} iterations from them first, {adapting}; their draws are not kept, "
+        "their time is charged"
+    )
 
 
 def _initial_metrics(dim: int, inv_metric: np.ndarray | None, config: NutsSettings) -> np.ndarray:
@@ -543,6 +694,9 @@ def _assemble(
     if stats["tree_depth"].size:
         stats["tree_depth"] = stats["tree_depth"].astype(int)
         stats["n_steps"] = stats["n_steps"].astype(int)
+    # Stan ends a trajectory whose log density threw (a reject) as a divergence: counted apart, as "failed".
+    stats["failed"] = np.stack([_rejected(r, sample.shape[1]) for r in results]) & stats["diverging"]
+    stats["diverging"] = stats["diverging"] & ~stats["failed"]
     constrained = sample[:, :, n_sampler:]
     adapted = all(r["inv_metric"].size for r in results)
     warmup_finished = not (config.adapt and config.warmup > 0) or adapted
@@ -573,7 +727,20 @@ def _assemble(
         adapted=warmup_finished,
         transformed=transformed_names(model),
         generated=generated_names(model),
+        provenance=Provenance.of(model),
     )
+
+
+def _rejected(result: dict, rows: int) -> np.ndarray:
+    """(rows,) whether each of a chain's first ``rows`` transitions had a proposal the program rejected.
+
+    Stan's Hamiltonian catches the error of a log density that throws (a ``reject``, a domain error),
+    logs it and takes the energy there as infinite, which Stan's NUTS reports as a divergence; the bridge
+    notes the transitions where that happened (``rejected``, none in a checkpoint of an older stanaccel).
+    A log density that returns NaN is not told apart: it stays a divergence.
+    """
+    rejected = np.asarray(result.get("rejected", ()), dtype=bool)[:rows]
+    return np.pad(rejected, (0, rows - len(rejected)))
 
 
 def _bracketed(flat_name: str) -> str:

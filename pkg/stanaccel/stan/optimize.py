@@ -8,7 +8,9 @@ at the mode by finite differences of Stan gradients
 The Gaussian N(mode, (-H)^-1) is the Laplace approximation; :meth:`Mode.draws`
 samples it, and :func:`laplace_sample` also weighs its draws against the
 model (log p - log q, as Stan's ``laplace_sample`` writes them) for the
-Pareto k that says how good it is.
+Pareto k that says how good it is. A run that ran off toward infinity (an
+improper posterior: :func:`stanaccel.stan.improper.ran_off`) raises
+:class:`RunawayError`.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import numpy as np
 
 from stanaccel.densities import safe_log_densities
 from stanaccel.stan.errors import StanEvaluationError
+from stanaccel.stan.improper import ran_off
 from stanaccel.stan.model import StanModel
 from stanaccel.stan.pathfinder import psis
 from stanaccel.stan.services import LbfgsSettings, init_texts, lbfgs_settings, run_threads
@@ -28,6 +31,10 @@ ATTEMPTS = 3
 """Starts L-BFGS is given: its line search can stop short of the mode from one start ("failed to
 achieve a sufficient decrease") and converge from another, which costs far less than falling back
 to NUTS's warm-up."""
+
+
+class RunawayError(StanEvaluationError):
+    """L-BFGS ran off toward infinity: the log density increases without bound, the posterior is improper."""
 
 
 @dataclass
@@ -170,6 +177,9 @@ def optimize(
 
     Raises
     ------
+    RunawayError
+        It ran off toward infinity (an improper posterior): the message
+        names the parameter.
     StanEvaluationError
         The optimisation failed from each start (Stan's messages);
         KeyboardInterrupt if stopped.
@@ -188,6 +198,7 @@ def optimize(
         r = run.result()
         if r["interrupted"]:
             raise KeyboardInterrupt
+        _check_ends(model, [r], "L-BFGS")
         if not r["error"]:
             break
         failures.append(f"start {attempt + 1}: {r['error']}\n" + "\n".join(r["messages"][-5:]))
@@ -199,24 +210,61 @@ def optimize(
 
 
 def modes_from_starts(
-    model: StanModel, starts: int, *, jacobian: bool = True, progress: bool = False, **settings: Any
+    model: StanModel,
+    starts: int,
+    *,
+    inits: np.ndarray | None = None,
+    jacobian: bool = True,
+    progress: bool = False,
+    **settings: Any,
 ) -> list[Mode]:
-    """L-BFGS from ``starts`` of Stan's random inits at once (a thread each): the modes it ended at.
+    """L-BFGS from ``starts`` starts at once (a thread each): the modes it ended at.
 
-    Start i uses seed ``seed + i``. The runs that failed are left out (an
+    The starts are ``inits`` (unconstrained points, one per run), else Stan's
+    random inits. Start i uses seed ``seed + i``. The runs that failed are left out (an
     empty list: every one failed); the caller compares the modes (several
-    different ones: the posterior has several).
+    different ones: the posterior has several). A run that ran off toward
+    infinity, failed or not, raises :class:`RunawayError`.
     """
     config = OptimizeSettings(**settings)
     config.check()
     configs = [replace(config, seed=(config.seed + i) % 2**32) for i in range(starts)]
-    runs = [model.program.module.Optimization(model._model, _settings(c, "{}", jacobian)) for c in configs]
+    texts = ["{}"] * starts if inits is None else init_texts(model, inits, starts)
+    runs = [
+        model.program.module.Optimization(model._model, _settings(c, text, jacobian))
+        for c, text in zip(configs, texts, strict=True)
+    ]
     if run_threads(runs, "L-BFGS", config.iterations, progress):
         raise KeyboardInterrupt
     results = [run.result() for run in runs]
     if any(r["interrupted"] for r in results):
         raise KeyboardInterrupt
+    _check_ends(model, results, f"L-BFGS from {starts} starts")
     return [_mode(model, r, jacobian) for r in results if not r["error"]]
+
+
+def _check_ends(model: StanModel, results: list[dict], runs: str) -> None:
+    """Raise :class:`RunawayError` where a run (failed or not) stopped beyond
+    :data:`~stanaccel.stan.improper.RUNAWAY`."""
+    ends = [end for end in (_end(model, r) for r in results) if end is not None]
+    problem = ran_off(model, np.array(ends), runs) if ends else None
+    if problem:
+        raise RunawayError(problem)
+
+
+def _end(model: StanModel, r: dict) -> np.ndarray | None:
+    """Where a run stopped, unconstrained: its mode, or a failed run's last point (inf where that
+    overflowed); None for a run that never started (no point defined)."""
+    if not r["error"]:
+        return np.ravel(r["mode"])
+    if not r["rows"]:
+        return None
+    last = np.asarray(r["rows"][-1][1 : 1 + model.param_num()], dtype=float)  # after lp__
+    try:
+        end = np.asarray(model.param_unconstrain(last), dtype=float)
+    except (StanEvaluationError, TypeError, ValueError):  # a value the transform cannot take back
+        return np.full(model.dim, np.inf)
+    return np.where(np.isfinite(end), end, np.inf)
 
 
 def _mode(model: StanModel, r: dict, jacobian: bool) -> Mode:
@@ -245,13 +293,20 @@ class LaplaceDraws:
     log_density : ndarray (n,)
         The model's log density there (with the mode's Jacobian choice).
     pareto_k : float
-        The Pareto k of the importance weights p / q: above 0.7 the Gaussian
-        misses the posterior's tails (it is too narrow somewhere).
+        The Pareto k of the importance weights p / q (of the draws where p
+        is defined): above 0.7 the Gaussian misses the posterior's tails (it
+        is too narrow somewhere); NaN where the weights are all equal (the
+        Gaussian is the posterior: :func:`~stanaccel.stan.pathfinder.psis`).
     """
 
     draws: np.ndarray
     log_density: np.ndarray
     pareto_k: float
+
+    @property
+    def undefined(self) -> float:
+        """The share of the draws where the model's log density is undefined (NaN, infinite, an error)."""
+        return float(np.mean(~np.isfinite(self.log_density)))
 
 
 def laplace_sample(model: StanModel, mode: Mode, n: int = 1000, seed: int = 1) -> LaplaceDraws:

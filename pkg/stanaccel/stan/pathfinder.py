@@ -10,7 +10,8 @@ and resampled by Pareto-smoothed importance sampling; here PSIS is ArviZ's
 Pareto k that says how good the approximation is: above 0.7 the importance
 weights have too heavy a tail to trust (Vehtari, Simpson, Gelman, Yao and
 Gabry, "Pareto smoothed importance sampling", JMLR 25, 2024; Stan's
-``psis.hpp`` warns at the same value).
+``psis.hpp`` warns at the same value). Weights that are all equal have no
+tail, and no Pareto k: the Gaussian is the posterior (:func:`psis`).
 """
 
 from __future__ import annotations
@@ -67,7 +68,10 @@ class PathfinderFit:
         Each path's ELBO: the mean of log p - log q over its draws, q its Gaussian.
     pareto_k : float
         The Pareto k of the pooled importance weights: above 0.7 the
-        approximation is poor.
+        approximation is poor; NaN where they are all equal (:func:`psis`).
+    undefined : float
+        The share of the paths' draws where the model's log density is
+        undefined (NaN, infinite, an error), left out of the resampling.
     gradient_evaluations : int
         Log density (and gradient) evaluations of all paths together.
     seconds : float
@@ -88,6 +92,7 @@ class PathfinderFit:
     interrupted: bool = False
     path_sizes: list[int] = field(default_factory=list)
     path_elbos: list[float] = field(default_factory=list)
+    undefined: float = 0.0
 
     def gaussian(self) -> tuple[np.ndarray, np.ndarray]:
         """Mean and covariance of the resampled draws."""
@@ -145,7 +150,11 @@ def pathfinder(
     log_p = np.concatenate([r["draws"][:, 1] for r in good])
     log_ratio = np.concatenate([r["lp_ratio"].ravel() for r in good])
     unconstrained = np.array([model.param_unconstrain(row) for row in constrained])
-    finite = np.isfinite(log_ratio)
+    finite = np.isfinite(log_ratio) & np.isfinite(log_p)
+    if not finite.any():
+        raise StanEvaluationError(
+            f"Pathfinder: the log density is undefined at every one of its {len(finite)} draws"
+        )
     log_weights, pareto_k = psis(log_ratio[finite])
     rng = np.random.default_rng([config.seed, 0x9A7F])
     weights = np.exp(log_weights - log_weights.max())
@@ -161,6 +170,7 @@ def pathfinder(
         interrupted=interrupted or any(r["interrupted"] for r in results),
         path_sizes=[len(r["draws"]) for r in good],
         path_elbos=[_elbo(r["lp_ratio"]) for r in good],
+        undefined=float(1 - finite.mean()),
     )
 
 
@@ -170,12 +180,36 @@ def _elbo(log_ratio: np.ndarray) -> float:
     return float(np.mean(finite)) if len(finite) else float("-inf")
 
 
+EQUAL_WEIGHTS = 1e-9
+"""Log importance weights that all lie within this (relative to their size, at least 1) of one another
+are equal: the Gaussian is the posterior up to rounding. Their tail has no shape, so Pareto k is not
+defined (ArviZ's fit gives inf on ties, or noise: -3.4 to 0.2 on ``mvn_mean``'s prior, whose weights
+differed by 3e-15)."""
+
+
 def psis(log_ratio: np.ndarray) -> tuple[np.ndarray, float]:
-    """Pareto-smoothed log weights and Pareto k (ArviZ's ``psislw``), from log ratios log p - log q."""
+    """Pareto-smoothed log weights and Pareto k (ArviZ's ``psislw``), from log ratios log p - log q.
+
+    Where the ratios are all equal (within :data:`EQUAL_WEIGHTS`) the weights
+    are uniform and k is NaN: not defined, since the Gaussian is exact. A k
+    that ArviZ's fit cannot estimate otherwise is inf (no tail to trust).
+    """
     import arviz as az
 
+    log_ratio = np.asarray(log_ratio, dtype=float)
+    if len(log_ratio) and np.ptp(log_ratio) <= EQUAL_WEIGHTS * max(1.0, float(np.max(np.abs(log_ratio)))):
+        return np.full(len(log_ratio), -np.log(len(log_ratio))), float("nan")
     log_weights, k = az.psislw(log_ratio)
-    return np.asarray(log_weights), float(k)
+    return np.asarray(log_weights), float("inf") if np.isnan(k) else float(k)
+
+
+def pareto_k_text(k: float) -> str:
+    """A Pareto k for a message: its value, or why it has none."""
+    return (
+        "not defined (the importance weights are all equal: the Gaussian is exact)"
+        if np.isnan(k)
+        else f"{k:.2f}"
+    )
 
 
 def _path_settings(config: PathfinderSettings, path: int, init: str) -> dict:

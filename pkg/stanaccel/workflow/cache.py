@@ -18,16 +18,24 @@ output file missing or of another size, is said (:class:`StepCacheDamaged`)
 and the step runs again. ``.key`` is written when a step starts, so that a
 step interrupted and rerun with unchanged settings keeps its checkpoints
 (resume, charged the time the checkpointed draws took); a step whose
-settings changed, or a run with the cache off (``--recompute``), starts from
-an empty folder.
+settings changed, or a run with the cache off (``--recompute``), starts
+afresh: the files stanaccel wrote in its folder are removed first.
+
+Only those: ``.files.json``, the folder's manifest, says which they are
+(:func:`own_files`). When a step starts it lists the files already there
+that are not stanaccel's (a user's notes); when it completes, fails or is
+stopped, every file it wrote. A step killed part way (SIGKILL, a power
+cut) owns what appeared in its folder after it started. Anything else in
+the folder is never removed.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
+import os
 import pickle
-import shutil
 import warnings
 from pathlib import Path
 from typing import Any
@@ -40,6 +48,9 @@ from stanaccel.workflow.context import RunContext
 MARKER = "step.json"
 RESULT = "result.pkl"
 STARTED = ".key"
+MANIFEST = ".files.json"
+"""The step folder's manifest: the files there before the step started, then the files it wrote."""
+CACHE_FILES = (MARKER, RESULT, STARTED, MANIFEST)
 NOT_INPUTS = ("name", "action", "method")
 """Step keys whose values name no step or file (a method or action may share an earlier step's name)."""
 UNCACHED_ACTIONS = frozenset({"report"})
@@ -64,14 +75,32 @@ def _version() -> str:
 
 
 def file_digest(path: Path) -> str:
-    """SHA-256 of a file's bytes; of a folder, of its CmdStan CSV files' names and bytes."""
+    """SHA-256 of a file's bytes; of a folder, of its CmdStan CSV files' names and bytes. A Stan program's
+    is of its text with the files its ``#include`` lines name inlined: editing one changes the program."""
     digest = hashlib.sha256()
     for file in sorted(path.glob("*.csv")) if path.is_dir() else [path]:
         digest.update(file.name.encode())
         with open(file, "rb") as handle:
             for block in iter(lambda: handle.read(1 << 20), b""):
                 digest.update(block)
+    if path.suffix == ".stan" and path.is_file():
+        digest.update(_included(path).encode())
     return digest.hexdigest()
+
+
+def _included(program: Path) -> str:
+    """A Stan program with its ``#include`` files inlined, where it has any ("" otherwise, or where one is
+    missing: the step says so when it runs)."""
+    from stanaccel.stan.compiler import INCLUDE, read_program
+    from stanaccel.stan.errors import StanCompileError
+
+    text = program.read_text(errors="replace")
+    if not INCLUDE.search(text):
+        return ""
+    try:
+        return read_program(program)[0]
+    except StanCompileError:
+        return ""
 
 
 def _inputs(value: Any, context: RunContext, earlier: dict[str, str], found: dict[str, str]) -> Any:
@@ -189,30 +218,103 @@ def _damaged(folder: Path, reason: str) -> None:
     return None
 
 
-def _outputs(folder: Path) -> dict[str, int]:
-    """The size of each output file of a step (not its cache files or checkpoints), by relative path."""
-    skip = {MARKER, RESULT, STARTED}
+def _outputs(folder: Path, own: set[str]) -> dict[str, int]:
+    """The size of each output file of a step (of its ``own`` files, not its cache files or
+    checkpoints), by relative path."""
     return {
-        str(path.relative_to(folder)): path.stat().st_size
-        for path in sorted(folder.rglob("*"))
-        if path.is_file()
-        and path.name not in skip
-        and "checkpoints" not in path.relative_to(folder).parts[:1]
-        and not path.name.startswith(".")
+        name: (folder / name).stat().st_size
+        for name in sorted(own)
+        if name not in CACHE_FILES
+        and name.split("/")[0] != "checkpoints"
+        and not Path(name).name.startswith(".")
     }
+
+
+def _files(folder: Path) -> set[str]:
+    """Every file under ``folder`` (and every link, to a folder too, not followed), relative to it."""
+    found = set()
+    for root, folders, names in os.walk(folder):
+        base = Path(root).relative_to(folder)
+        links = [f for f in folders if (Path(root) / f).is_symlink()]
+        found.update((base / name).as_posix() for name in [*names, *links])
+    return found
+
+
+def own_files(folder: Path) -> set[str]:
+    """The files in a step's folder that stanaccel wrote, as paths relative to the folder.
+
+    Read from the folder's manifest (:data:`MANIFEST`): the files the step
+    wrote, recorded when it completed, failed or was stopped, or, for a step
+    killed part way, every file but those that were there before it started. A folder from a stanaccel without
+    manifests owns its cache files, its checkpoints and the outputs its
+    ``step.json`` records.
+    """
+    if not folder.is_dir():
+        return set()
+    present = _files(folder)
+    manifest = _read_json(folder / MANIFEST)
+    if isinstance(manifest.get("written"), list):
+        own = set(manifest["written"])
+    elif isinstance(manifest.get("before"), list):
+        own = present - set(manifest["before"])
+    else:
+        outputs = _read_json(folder / MARKER).get("outputs")
+        checkpoints = {name for name in present if name.split("/")[0] == "checkpoints"}
+        own = checkpoints | set(outputs if isinstance(outputs, dict) else ())
+    return (own | set(CACHE_FILES)) & present
+
+
+def _read_json(path: Path) -> dict[str, Any]:
+    """A JSON object from a file; {} where there is none or it cannot be read."""
+    try:
+        value = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+def _remove(folder: Path, own: set[str]) -> None:
+    """Remove the files ``own`` from ``folder``, then the folders inside it that this left empty."""
+    emptied = set()
+    for name in own:
+        (folder / name).unlink(missing_ok=True)
+        emptied.update(str(parent) for parent in Path(name).parents if str(parent) != ".")
+    for name in sorted(emptied, key=lambda n: n.count("/"), reverse=True):
+        with contextlib.suppress(OSError):  # not empty: it holds files stanaccel did not write
+            (folder / name).rmdir()
 
 
 def start(folder: Path, key: str, *, fresh: bool = False) -> None:
     """Prepare the folder of a step about to run: keep it (and its checkpoints) if the
-    last attempt had the same key and not ``fresh``, else empty it; drop the completion marker."""
+    last attempt had the same key and not ``fresh``, else remove the files stanaccel wrote there
+    (:func:`own_files`; the others stay); drop the completion marker, and record the files that
+    are not the step's own in the manifest."""
     started = folder / STARTED
+    own = own_files(folder)
     if folder.is_dir() and (started.is_file() or (folder / MARKER).is_file()):
         previous = started.read_text().strip() if started.is_file() else ""
         if fresh or previous != key:
-            shutil.rmtree(folder)
+            _remove(folder, own)
+            own = set()
     folder.mkdir(parents=True, exist_ok=True)
     (folder / MARKER).unlink(missing_ok=True)
+    before = sorted(_files(folder) - own - set(CACHE_FILES))
+    write_bytes(folder / MANIFEST, json.dumps({"before": before}, indent=1).encode())
     (folder / STARTED).write_text(key + "\n")
+
+
+def record_written(folder: Path, *also: str) -> set[str]:
+    """Record in the manifest the files stanaccel wrote in a step's folder, as the step completes or
+    stops (and ``also``, about to be written); return them.
+
+    Files added to the folder after this are not the step's own. Nothing is
+    recorded for a folder without a manifest (a step that did not start one).
+    """
+    if not (folder / MANIFEST).is_file():
+        return set()
+    own = own_files(folder) | {MANIFEST, *also}
+    write_bytes(folder / MANIFEST, json.dumps({"written": sorted(own)}, indent=1).encode())
+    return own
 
 
 def store(folder: Path, key: str, result: dict[str, Any], record: dict[str, Any]) -> bool:
@@ -228,6 +330,7 @@ def store(folder: Path, key: str, result: dict[str, Any], record: dict[str, Any]
         return False
     write_bytes(folder / RESULT, payload)
     stored = {"size": len(payload), "sha256": file_sha256(folder / RESULT)}
-    marker = {"key": key, **record, "result": stored, "outputs": _outputs(folder)}
+    own = record_written(folder, MARKER)
+    marker = {"key": key, **record, "result": stored, "outputs": _outputs(folder, own)}
     write_bytes(folder / MARKER, json.dumps(marker, indent=2).encode())
     return True

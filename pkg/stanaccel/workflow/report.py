@@ -11,20 +11,20 @@ from __future__ import annotations
 from typing import Any
 
 from stanaccel.workflow.context import RunContext
-from stanaccel.workflow.validation import STRING, Table
+from stanaccel.workflow.validation import PlainName, Table
 
-SCHEMA = Table({"file": STRING})
+SCHEMA = Table({"file": PlainName(".html")})
 
 
 def report_step(step: dict[str, Any], context: RunContext, seed: int) -> dict[str, Any]:
     """Write the report of the steps so far into the run's output folder."""
-    from stanaccel.diagnostics.report import missing_outputs, write_report
+    from stanaccel.diagnostics.report import report
 
     name = step.get("file", "report.html")
     if "/" in name or "\\" in name or not name.endswith(".html"):
         raise ValueError(f"step {step['name']!r}: file = {name!r}: expected a file name ending in .html")
-    path = write_report(context.output, context.output / name)
-    print(f"  report of {len(context.results)} steps -> {path}", flush=True)
-    for line in missing_outputs(context.output).values():
+    written = report(context.output, context.output / name)
+    print(f"  report of {len(context.results)} steps -> {written.path}", flush=True)
+    for line in written.left_out.values():
         print(f"  warning: {line}", flush=True)
-    return {"report": path}
+    return {"report": written.path}

@@ -7,8 +7,10 @@ earlier step's output by that step's name (for example ``data = "data"``).
 Every step gets a seed derived from the workflow seed and its name unless it
 sets ``seed``, so a workflow file reproduces its run exactly. The output
 folder receives a copy of the workflow file, ``run.json`` (versions, seeds,
-timings, and each step's status) and one subfolder per step. Before any
-step runs, every Stan program file the steps name is compile-checked (stanc
+timings, and each step's status) and one subfolder per step, named by the
+step: a plain name, checked with the rest of the file
+(:func:`~stanaccel.workflow.validation.name_problem`). Before any step
+runs, every Stan program file the steps name is compile-checked (stanc
 only), and the output folder is locked: a second run on the same folder is
 refused, naming the first one's process id. Ctrl-C stops
 the running step, which keeps its partial outputs; the workflow then stops
@@ -35,7 +37,7 @@ from stanaccel.workflow.actions import ACTIONS
 from stanaccel.workflow.context import RunContext, Workflow
 from stanaccel.workflow.interrupts import InterruptWatch, WorkflowInterrupted
 from stanaccel.workflow.provenance import provenance, versions
-from stanaccel.workflow.validation import check_programs, check_workflow
+from stanaccel.workflow.validation import check_programs, check_step_names, check_workflow
 
 LOCK = ".stanaccel-run.lock"
 """The file in an output folder that a run holds locked (it names the run's process id)."""
@@ -109,6 +111,7 @@ def run_workflow(
         executor = workflow.executor
     if isinstance(executor, str):
         check_spec(executor)
+    check_step_names(workflow.steps, workflow.source)  # a Workflow made in Python was not checked yet
     check_programs(workflow.steps, workflow.source)
     check_writable(workflow.output / "run.json")
     with output_lock(workflow.output):
@@ -180,14 +183,16 @@ def _run_steps(workflow: Workflow, context: RunContext, use_cache: bool) -> RunC
             with watch.watching():
                 result = ACTIONS[step["action"]].run(step, context, seed)
         except BaseException as exc:
+            step_cache.record_written(folder)  # so that a start afresh removes these files, not later ones
             if not (watch.seen or isinstance(exc, KeyboardInterrupt)):
                 raise
             _record_stop(record, entry, start, workflow.output)
             why = str(exc) if isinstance(exc, KeyboardInterrupt) else ""
-            raise WorkflowInterrupted(_stop_message(step, workflow.output, why)) from exc
+            raise WorkflowInterrupted(_stop_message(step, workflow.output, why, watch.what)) from exc
         if watch.seen:
+            step_cache.record_written(folder)
             _record_stop(record, entry, start, workflow.output)
-            raise WorkflowInterrupted(_stop_message(step, workflow.output))
+            raise WorkflowInterrupted(_stop_message(step, workflow.output, what=watch.what))
         context.results[step["name"]] = result
         resolved[-1].update(_settings_used(result))
         seconds = time.perf_counter() - start
@@ -226,17 +231,18 @@ def _record_stop(record: dict[str, Any], entry: dict[str, Any], start: float, ou
     _write(output / "run.json", record)
 
 
-def _stop_message(step: dict[str, Any], output: Path, why: str = "") -> str:
-    """What a step stopped by Ctrl-C kept: draws, only its warm-up's checkpoint, or nothing.
+def _stop_message(step: dict[str, Any], output: Path, why: str = "", what: str = "Ctrl-C") -> str:
+    """What a step stopped by a signal (``what``: "Ctrl-C", "SIGTERM") kept: draws, only its warm-up's
+    checkpoint, or nothing.
 
     ``why`` is the interruption's own message (such as chains on worker
     processes, which return no draws when stopped).
     """
     folder = output / step["name"]
     kept = [
-        p
-        for p in (folder.rglob("*") if folder.is_dir() else ())
-        if p.is_file() and p.name not in (step_cache.STARTED, step_cache.MARKER)
+        folder / name
+        for name in sorted(step_cache.own_files(folder))  # not a user's notes beside them
+        if name not in step_cache.CACHE_FILES
     ]
     warmup = [p for p in kept if _warmup_checkpoint(p.relative_to(folder))]
     if len(warmup) < len(kept):
@@ -252,7 +258,7 @@ def _stop_message(step: dict[str, Any], output: Path, why: str = "") -> str:
     because = f" ({why})" if why else ""
     record = output / "run.json"
     return (
-        f"step {step['name']!r} stopped by Ctrl-C{because}: {where}; later steps did not run, and "
+        f"step {step['name']!r} stopped by {what}{because}: {where}; later steps did not run, and "
         f"{record} says so"
     )
 

@@ -24,7 +24,8 @@ import re
 from pathlib import Path
 from typing import Any
 
-from stanaccel.diagnostics.files import jsonable
+from stanaccel.diagnostics.files import Written, jsonable
+from stanaccel.errors import OutputFailed
 from stanaccel.sampling.auto import AUTO, AUTO_KEYS, auto_settings, is_auto
 from stanaccel.sampling.config import ConfigError, check_setting, keys
 from stanaccel.sampling.engine import sample
@@ -173,9 +174,10 @@ def sample_step(step: dict[str, Any], context: RunContext, seed: int) -> dict[st
     resumed = getattr(result.run, "resumed_draws", None)
     if resumed is not None and resumed.any():
         print(f"  resumed from checkpoints: draws per chain taken from them {resumed.tolist()}")
-    written, metrics = write_result(result, folder / "posterior.nc", folder / "metrics.json")
+    saved, metrics = write_result(result, folder / "posterior.nc", folder / "metrics.json")
+    stop_if_rescued(saved, step)
     if metrics is None:
-        print(f"  interrupted: wrote {written}")
+        print(f"  interrupted: wrote {saved.path}")
         return {"result": result, "fit": result.run, "metrics": {"interrupted": True}}
     (folder / "statistics.json").write_text(json.dumps(kernel_statistics(result), indent=1))
     table = result.summary().to_string()
@@ -193,6 +195,25 @@ def sample_step(step: dict[str, Any], context: RunContext, seed: int) -> dict[st
     if method_spec(result.method).stan_nuts:
         out["fit"] = result.run  # a later step's warmup_from
     return out
+
+
+def stop_if_rescued(saved: Written, step: dict[str, Any]) -> None:
+    """Stop the workflow where a step's draws could not be written in its folder (a full disk).
+
+    They are in a rescue file by then (:func:`stanaccel.diagnostics.files.write_or_rescue`);
+    the message says where, and what running the workflow again does.
+
+    Raises
+    ------
+    OutputFailed
+        ``saved`` went to a rescue file.
+    """
+    if saved.rescued:
+        raise OutputFailed(
+            f"step {step['name']!r}: could not write {saved.asked} ({saved.problem}); its draws are in "
+            f"{saved.path}. Make room (or mend the folder) and run the workflow again: the steps done "
+            "are loaded, and this one runs again"
+        )
 
 
 def print_warnings(metrics: dict[str, Any]) -> None:

@@ -19,12 +19,12 @@ import numpy as np
 
 from stanaccel.datasets import GENERATORS, generate
 from stanaccel.diagnostics import convergence_metrics, summary, to_inference_data
-from stanaccel.diagnostics.files import jsonable
+from stanaccel.diagnostics.files import jsonable, save_or_rescue
 from stanaccel.sampling.program import Program, prepare_data
 from stanaccel.stan import StanModel, write_data
 from stanaccel.stan.nuts import NutsSettings, sample_nuts
 from stanaccel.workflow.context import RunContext, program_file
-from stanaccel.workflow.sample import print_warnings
+from stanaccel.workflow.sample import print_warnings, stop_if_rescued
 from stanaccel.workflow.validation import (
     EARLIER_STEP_OR_FILE,
     STAN_PROGRAM,
@@ -78,7 +78,7 @@ def nuts_step(step: dict[str, Any], context: RunContext, seed: int) -> dict[str,
     fit = sample_nuts(model, progress=context.progress, checkpoint=context.checkpoints(step), **settings)
     idata = to_inference_data(fit)
     folder = _folder(context, step)
-    idata.to_netcdf(str(folder / "posterior.nc"))
+    stop_if_rescued(save_or_rescue(idata, folder / "posterior.nc"), step)
     if fit.interrupted:  # too few draws for summaries; the runner stops the workflow here
         print(f"  interrupted: wrote {folder / 'posterior.nc'} with {fit.num_draws} draws per chain")
         return {"fit": fit, "idata": idata, "metrics": {"interrupted": True}}

@@ -18,6 +18,10 @@ and what was expected, for example::
 
     workflows/x.toml: step 'nuts' (action nuts): unknown key 'chians'; allowed: ...; did you mean 'chains'?
     workflows/x.toml: [workflow] seed = 'abc': expected a non-negative integer below 2**63
+
+Names are checked too: a step's name is its folder in the output folder,
+and a name holding ``..`` or ``/`` would put the step's files, and what
+starting it afresh removes, outside the output folder (:func:`name_problem`).
 """
 
 from __future__ import annotations
@@ -171,8 +175,82 @@ class ExecutorSpec:
             raise where.error(str(error)) from None  # "executor 'dask:locl': expected ..."
 
 
+RUN_FILES = ("run.json", "provenance.json", "workflow.toml", "report.html")
+"""The files a run writes in its output folder beside the steps' folders: no step may be named so."""
+
+
+def name_problem(name: str) -> str | None:
+    """Why ``name`` cannot be the name of a file or folder inside another folder, or None if it can.
+
+    Such a name is one plain name: not empty, not ``.`` or ``..``, no path
+    separator (``/``, or ``\\`` on Windows), not an absolute path, no control
+    character, and not hidden (a leading dot: stanaccel's own files in a
+    folder, such as its lock and a step's ``.key``, start with one).
+    """
+    if not name:
+        return "it is empty"
+    if name in (".", ".."):
+        return f"{name!r} is a path to a folder, not a name"
+    if name.startswith(("/", "\\")) or Path(name).is_absolute():
+        return "it is an absolute path"
+    if "/" in name or "\\" in name:
+        return "it holds a path separator, / or \\"
+    if any(ord(c) < 32 or ord(c) == 127 for c in name):
+        return "it holds a control character"
+    if name.startswith("."):
+        return "it starts with a dot, as stanaccel's own hidden files do"
+    if len(name.encode()) > 255:
+        return "it is longer than 255 bytes, the longest name most file systems take"
+    return None
+
+
+@dataclass(frozen=True)
+class PlainName:
+    """A plain name (:func:`name_problem`) of a file inside the output folder, ending in ``suffix``."""
+
+    suffix: str = ""
+
+    def check(self, value: Any, key: str, where: Where) -> None:
+        STRING.check(value, key, where)
+        problem = name_problem(value)
+        if problem is None and not value.endswith(self.suffix):
+            problem = f"it does not end in {self.suffix}"
+        if problem is not None:
+            raise where.error(f"{key} = {value!r} is not a plain file name: {problem}")
+
+
+FOLDER_NAME = PlainName()
+
+
+def check_step_names(steps: list[dict[str, Any]], file: Path | None) -> None:
+    """Refuse a step name that is not a plain folder name, or names one of the run's own files.
+
+    Each step writes into ``<output>/<name>``, and a step whose settings
+    changed empties what it wrote there: a name such as ``../x`` or ``/x``
+    would put that folder outside the output folder.
+
+    Raises
+    ------
+    ValueError
+        Naming the workflow file, the step and the rule it breaks.
+    """
+    where = Where(file or Path("workflow"))
+    for step in steps:
+        name = step.get("name")
+        if not isinstance(name, str):
+            continue  # check_workflow says that a step needs a name
+        problem = name_problem(name)
+        if problem is None and name in RUN_FILES:
+            problem = "the run writes a file of that name in the output folder"
+        if problem is not None:
+            raise where.error(
+                f"step {name!r}: its name is not a plain folder name: {problem}; a step's name is its "
+                "folder in the output folder, so use a plain name (letters, digits, '-', '_')"
+            )
+
+
 WORKFLOW_KEYS = {
-    "name": STRING,
+    "name": FOLDER_NAME,
     "seed": SEED,
     "output": STRING,
     "cache": BOOLEAN,
@@ -223,6 +301,7 @@ def check_workflow(config: dict[str, Any], path: Path, actions: Mapping[str, Any
         if step["name"] in names:
             raise where.error(f"two steps are named {step['name']!r}")
         names.append(step["name"])
+    check_step_names(steps, path)
     for index, step in enumerate(steps):
         schema = actions[step["action"]].schema
         place = Where(path, f"step {step['name']!r} (action {step['action']}): ", tuple(names[:index]))
