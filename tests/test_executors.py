@@ -356,3 +356,45 @@ def test_a_local_clusters_workers_keep_glibcs_own_mmap_threshold(dask_executor):
     # Dask's MALLOC_TRIM_THRESHOLD_ made each Stan evaluation on big data a fresh mmap (1.4x slower)
     values = dask_executor.client.run(os.environ.get, "MALLOC_TRIM_THRESHOLD_")
     assert len(values) == 2 and set(values.values()) == {None}
+
+
+def test_a_local_clusters_workers_ignore_the_stop_signals(dask_executor):
+    import signal
+
+    from stanaccel.signals import STOP_SIGNALS
+
+    def ignores(signum: int) -> bool:  # local: sent whole, the workers need not import this module
+        return signal.getsignal(signum) is signal.SIG_IGN
+
+    # A terminal's Ctrl-C, timeout's or SLURM's SIGTERM reach the whole process group: the workers leave
+    # them to this process, which stops their chains through the stop file and keeps their draws.
+    for signum in STOP_SIGNALS:
+        assert list(dask_executor.client.run(ignores, signum).values()) == [True, True], signum
+
+
+@pytest.mark.filterwarnings("ignore:Port 8787 is already in use")  # the module's cluster has it
+@pytest.mark.slow
+def test_a_stopped_chain_whose_worker_died_is_said_to_be_lost(mvn_program, mvn_data):
+    import _thread
+    import os
+    import threading
+
+    settings = {"chains": 1, "warmup": 50, "draws": 10**8}
+    with DaskExecutor(n_workers=1) as executor:  # its own cluster: this test kills its worker
+
+        def kill_then_stop():
+            while not list(executor.scratch.glob("began-*")):  # the chain has begun
+                threading.Event().wait(0.05)
+            with pytest.raises(Exception):  # noqa: B017 (the worker dies before it answers)
+                executor.client.run(os._exit, 1)
+            _thread.interrupt_main()  # the stop comes before Dask runs the chain again on a new worker
+
+        killer = threading.Thread(target=kill_then_stop, daemon=True)
+        killer.start()
+        with pytest.raises(KeyboardInterrupt) as stopped:
+            sample(mvn_program, mvn_data, "mh", settings, seed=1, progress=False, executor=executor)
+        killer.join()
+    assert (
+        str(stopped.value)
+        == "the worker process of chain 0 died (killed, or out of memory), its draws with it"
+    )

@@ -137,6 +137,21 @@ def test_save_makes_its_folder_and_raises_where_it_cannot_write(kernel_run, tmp_
     assert sorted(p.name for p in tmp_path.iterdir()) == ["blocked.nc", "no such folder"]  # no rescue file
 
 
+@pytest.mark.parametrize(
+    ("path", "error", "said"),
+    [
+        (5, TypeError, r"save\(path\): path must be a netCDF file's name, .*; not int \(5\)"),
+        ("", ValueError, r"save\(path\): path = '' names no file: give a file name such as 'fit.nc'"),
+        (".", ValueError, r"path = '.' names no file"),
+    ],
+)
+def test_save_refuses_a_path_that_names_no_file(kernel_run, tmp_path, monkeypatch, path, error, said):
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(error, match=said):
+        kernel_run.save(path)
+    assert list(tmp_path.iterdir()) == []
+
+
 def fake_nuts_fit(chains=2, draws=50, warmup=10) -> NutsFit:
     """A NutsFit of two scalars and a 2-vector (Stan's flat names), built without Stan."""
     rng = np.random.default_rng(1)

@@ -27,6 +27,7 @@ import hashlib
 import json
 import os
 import pickle
+import stat
 import tempfile
 import time
 import warnings
@@ -53,9 +54,12 @@ def write_with(path: Path, write: Callable[[Path], Any]) -> None:
     For writers that take a path rather than bytes: a reader never sees the
     file half written, and two processes never write the same file at once.
     A symbolic link at ``path`` is followed. The temporary file is removed if
-    ``write`` fails; its exception is raised.
+    ``write`` fails; its exception is raised. Only a regular file is
+    replaced: a device, a pipe or a socket at ``path`` (``/dev/null``) raises
+    :class:`NotAFile`, since renaming a file onto it would destroy it.
     """
     path = real_path(path)
+    check_replaceable(path)
     temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
         write(temporary)
@@ -64,6 +68,39 @@ def write_with(path: Path, write: Callable[[Path], Any]) -> None:
         os.replace(temporary, path)
     finally:
         temporary.unlink(missing_ok=True)
+
+
+class NotAFile(OSError):
+    """A path to be written names a device, a pipe or a socket, which a written file would replace."""
+
+
+def check_replaceable(path: str | Path) -> None:
+    """Raise :class:`NotAFile` where ``path`` is a device, a pipe or a socket (a symbolic link is followed).
+
+    An output is written by renaming a new file onto its path, which would
+    replace a device such as ``/dev/null`` (as root) with a regular file.
+    """
+    kind = file_kind(path)
+    if kind not in (None, "a regular file", "a folder"):  # a folder: the rename fails (Is a directory)
+        raise NotAFile(f"{path} is {kind}, not a regular file: it is not replaced; give a file's path")
+
+
+def file_kind(path: str | Path) -> str | None:
+    """What ``path`` names, in words ("a regular file", "a folder", "a character device", ...); None if
+    nothing (a symbolic link is followed)."""
+    try:
+        mode = os.stat(path).st_mode
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    kinds = (
+        (stat.S_ISREG, "a regular file"),
+        (stat.S_ISDIR, "a folder"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+        (stat.S_ISFIFO, "a named pipe"),
+        (stat.S_ISSOCK, "a socket"),
+    )
+    return next((name for test, name in kinds if test(mode)), "not a regular file")
 
 
 def real_path(path: str | Path) -> Path:
@@ -169,7 +206,10 @@ def exclusive_lock(lock: Path, what: str, instead: str) -> Iterator[None]:
         Another process holds the lock; the message names ``what`` and that process's id.
     """
     while True:
-        handle = open(lock, "a+")  # noqa: SIM115 (closed below, after the block and the unlink)
+        try:
+            handle = open(lock, "a+")  # noqa: SIM115 (closed below, after the block and the unlink)
+        except OSError as error:
+            raise _lock_failed(lock, what, error) from error
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -184,16 +224,28 @@ def exclusive_lock(lock: Path, what: str, instead: str) -> Iterator[None]:
             break
         handle.close()  # the file was removed by the run that held it, after this one opened it: again
     try:
-        handle.seek(0)
-        handle.truncate()
-        handle.write(f"{os.getpid()}\n")
-        handle.flush()
+        try:
+            handle.seek(0)
+            handle.truncate()
+            os.write(handle.fileno(), f"{os.getpid()}\n".encode())  # unbuffered: close() writes nothing more
+        except OSError as error:
+            raise _lock_failed(lock, what, error) from error
         yield
     finally:
         with contextlib.suppress(OSError):
             os.unlink(lock)  # still holding the lock: a run that opened the file then finds it gone
         fcntl.flock(handle, fcntl.LOCK_UN)
         handle.close()
+
+
+def _lock_failed(lock: Path, what: str, error: OSError) -> OSError:
+    """The error of a lock file that cannot be made or written (a full disk), naming it; ``errno`` kept."""
+    failed = OSError(
+        f"cannot write {lock}, the lock file of {what} ({error.strerror or error}): make room on its disk, "
+        "or write the output elsewhere"
+    )
+    failed.errno = error.errno  # a full disk is told apart from bad input (the command line's exit status)
+    return failed
 
 
 def _same_file(handle: Any, path: Path) -> bool:

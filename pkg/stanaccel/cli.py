@@ -17,7 +17,10 @@ when stopped by one, after writing what was drawn: 130 for Ctrl-C (SIGINT),
 143 for SIGTERM (``kill``, ``timeout``, SLURM, ``docker stop``), 129 for
 SIGHUP (a closed terminal); see :mod:`stanaccel.signals`.
 ``nuts`` and ``sample`` lock their output file from the start: a second run on
-the same file is refused (exit status 2).
+the same file is refused (exit status 2). Before anything is compiled, they
+refuse an output that would replace one of the run's input files, a device,
+or a file that is not netCDF (exit status 2), or that a full disk cannot
+take (exit status 1).
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import errno
+import os
 import signal
 import sys
 import warnings
@@ -78,14 +82,35 @@ def _output_lock(output: Path) -> contextlib.AbstractContextManager[None]:
     """
     from stanaccel.atomic import exclusive_lock
 
-    lock = output.with_name(f".{output.name}.lock")
+    target = Path(os.path.realpath(output))  # one file has one lock, whatever link or path names it
+    lock = target.with_name(f".{target.name}.lock")
     return exclusive_lock(lock, f"output file {output}", "another output file (-o)")
 
 
-def _nuts(args: argparse.Namespace) -> int:
-    from stanaccel.diagnostics.files import check_writable
+def _inputs(args: argparse.Namespace) -> list[tuple[str, Path | str | None]]:
+    """The files a run of ``nuts`` or ``sample`` reads, each with what it is: none may be its output."""
+    borrowed = args.warmup_from if isinstance(args.warmup_from, list) else [args.warmup_from]
+    return [
+        ("Stan program", _program(args.program)),
+        ("data file", args.data),
+        ("--config file", getattr(args, "config", None)),
+        *(("--warmup-from file", file) for file in borrowed),
+    ]
 
-    output = check_writable(args.output or f"{Path(args.program).stem}-nuts.nc")
+
+def _output(args: argparse.Namespace, default: str, inputs: list[tuple[str, Path | str | None]]) -> Path:
+    """The output file (-o, else ``default``), checked before anything is compiled: writable, and
+    replacing none of the run's ``inputs`` (what each is, its path) nor a file that is not netCDF."""
+    from stanaccel.diagnostics.files import check_output
+
+    if args.output == "":
+        raise ValueError(f"--output (-o) is empty: give a file name, or leave the option out for {default}")
+    return check_output(default if args.output is None else args.output, inputs)
+
+
+def _nuts(args: argparse.Namespace) -> int:
+    _check_nuts_arguments(args)
+    output = _output(args, f"{Path(args.program).stem}-nuts.nc", _inputs(args))
     with _output_lock(output):
         return _nuts_into(args, output)
 
@@ -95,9 +120,9 @@ def _nuts_into(args: argparse.Namespace, output: Path) -> int:
     from stanaccel.diagnostics.files import save_or_rescue
     from stanaccel.sampling.program import Program, check_finite_data, check_parameters, prepare_data
     from stanaccel.stan import StanModel, compile_program
+    from stanaccel.stan.data import data_file_named
     from stanaccel.stan.nuts import WarmupState, continued_settings, sample_nuts
 
-    _check_nuts_arguments(args)
     warmup_from = WarmupState.from_netcdf(args.warmup_from) if args.warmup_from else None
     if warmup_from is not None and args.chains is not None and args.chains > len(warmup_from.step_size):
         held = len(warmup_from.step_size)
@@ -110,7 +135,8 @@ def _nuts_into(args: argparse.Namespace, output: Path) -> int:
     source = Program.of(program, args.include_path or ())  # its #include files inlined
     check_parameters(source)  # before it is compiled
     data = prepare_data(source, args.data)  # beta = 1 where declared
-    model = StanModel(compile_program(program, args.include_path or ()), data)
+    with data_file_named(args.data):  # Stan's message on the data names their file
+        model = StanModel(compile_program(program, args.include_path or ()), data)
     check_finite_data(model, data, f"data file {args.data}")
     check_parameters(source, model.dim)
     given = {k: getattr(args, k) for k in NUTS_DEFAULTS if getattr(args, k) is not None}
@@ -143,9 +169,10 @@ def _nuts_into(args: argparse.Namespace, output: Path) -> int:
     _say_rescued("nuts", saved)
     if fit.interrupted:
         warmup_done = fit.warmup_unconstrained.shape[1]
-        stage = "" if fit.adapted else f", warm-up stopped after {warmup_done} iterations (not adapted)"
+        stage = "" if fit.adapted else f", warm-up stopped after {warmup_done} iterations"
+        notes = _asides("" if fit.adapted else "not adapted", _dropped(fit.dropped_draws))
         print(
-            f"{_stopped()}: wrote {written} with {fit.num_draws} draws per chain{stage}",
+            f"{_stopped()}: wrote {written} with {fit.num_draws} draws per chain{stage}{notes}",
             file=sys.stderr,
         )
         return _stopped_status()
@@ -176,6 +203,19 @@ def _say_rescued(command: str, saved) -> None:
             file=sys.stderr,
             flush=True,
         )
+
+
+def _dropped(count: int) -> str:
+    """What a stopped run's chains lost to be equal: the draws of faster chains beyond the slowest's."""
+    if not count:
+        return ""
+    return f"the faster chains' {count} draws beyond the slowest chain's were dropped to keep them equal"
+
+
+def _asides(*notes: str) -> str:
+    """Notes in one parenthesis, " (a; b)", leaving out empty ones; empty if all are."""
+    shown = [note for note in notes if note]
+    return f" ({'; '.join(shown)})" if shown else ""
 
 
 def _wrote(saved) -> str:
@@ -251,10 +291,12 @@ def _sample(args: argparse.Namespace) -> int:
 
     # A missing file (or #include file) named now, before ArviZ's import (1.3 s).
     read_program(_program(args.program), args.include_path or ())
-    from stanaccel.diagnostics.files import check_writable
+    from stanaccel.diagnostics.files import check_output, metrics_file
 
     method, settings, sources = _sample_settings(args)
-    output = check_writable(args.output or f"{Path(args.program).stem}-{method}.nc")
+    inputs = _inputs(args)
+    output = _output(args, f"{Path(args.program).stem}-{method}.nc", inputs)
+    check_output(metrics_file(output), inputs, "metrics file", netcdf=False)  # beside the output
     with _output_lock(output):
         return _sample_into(args, output, method, settings, sources)
 
@@ -292,9 +334,11 @@ def _sample_into(
     _say_rescued("sample", saved)
     if metrics is None:
         kept, asked = len(getattr(result.run, "positions", ())), result.config.chains  # a kernel run's
-        fewer = f" ({kept} of {asked} chains: the others had not begun)" if 0 < kept < asked else ""
-        print(f"{_stopped()}: wrote {written} with {result.num_draws} draws per chain{fewer}",
-              file=sys.stderr)  # fmt: skip
+        fewer = f"{kept} of {asked} chains: the others had not begun" if 0 < kept < asked else ""
+        notes = _asides(fewer, _dropped(result.dropped_draws))
+        print(
+            f"{_stopped()}: wrote {written} with {result.num_draws} draws per chain{notes}", file=sys.stderr
+        )
         return _stopped_status()
     print(result.summary().to_string())
     if "auto" in metrics:
@@ -385,12 +429,15 @@ def _report(args: argparse.Namespace) -> int:
     written = report(args.output_dir, args.output)
     for line in written.left_out.values():
         print(f"stanaccel report: warning: {line}", file=sys.stderr)
+    in_progress = written.state.startswith("run in progress")
+    if written.state:  # a run not done: in progress (a note), or killed, interrupted or failed
+        print(f"stanaccel report: {'note' if in_progress else 'warning'}: {written.state}", file=sys.stderr)
     left_out = len(written.left_out)
     print(
         f"wrote {written.path}"
         + (f" without {left_out} step(s) whose outputs are missing or unreadable" if left_out else "")
     )
-    return 1 if left_out else 0
+    return 1 if left_out or (written.state and not in_progress) else 0
 
 
 def _compile(args: argparse.Namespace) -> int:
@@ -518,7 +565,9 @@ def build_parser() -> argparse.ArgumentParser:
         "nuts",
         help="run Stan's NUTS on a program",
         description="Run Stan's NUTS (warm-up, then sampling), write the InferenceData as netCDF and "
-        "print the ArviZ summary. Ctrl-C stops the chains and writes the draws made so far.",
+        "print the ArviZ summary. Ctrl-C stops the chains and writes the draws made so far. Plain Stan NUTS, "
+        "as CmdStan runs it: no modes check (chains that all settle in one of several modes agree, and "
+        "R-hat cannot tell); 'stanaccel sample --method auto' checks.",
         formatter_class=_HelpFormatter,
     )
     nuts.add_argument("program", help=f"a .stan file or a bundled program ({_bundled_programs()})")
@@ -608,7 +657,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     report.add_argument("output_dir", metavar="OUTPUT_DIR", help="the output folder of `stanaccel run`")
     report.add_argument(
-        "--output", "-o", metavar="FILE", help="the HTML file (default: OUTPUT_DIR/report.html)"
+        "--output",
+        "-o",
+        metavar="FILE",
+        help="the HTML file, ending in .html, not one of the run's own (default: OUTPUT_DIR/report.html)",
     )
     report.set_defaults(func=_report)
 

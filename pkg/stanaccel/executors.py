@@ -289,13 +289,17 @@ class DaskExecutor(Executor):
         self._cluster = None
         self._scratch = None
         if address is None:
+            n_workers = n_workers or os.cpu_count() or 1
+            # the workers started later, by scale: their nannies read the setting as they are made
             with dask.config.set({MALLOC_TRIM: None}):  # None: the workers' environment lacks it
                 self._cluster = LocalCluster(
-                    n_workers=n_workers or os.cpu_count() or 1,
-                    threads_per_worker=1,
-                    processes=True,
-                    dashboard_address=None,
+                    n_workers=0, threads_per_worker=1, processes=True, dashboard_address=None
                 )
+                try:
+                    _start_workers(self._cluster, n_workers)
+                except BaseException:  # a stop (or a failed start) while they start: end what started
+                    self._cluster.close()
+                    raise
             self.client = Client(self._cluster)
             if scratch is None:
                 self._scratch = tempfile.mkdtemp(prefix="stanaccel-scratch-")
@@ -341,6 +345,34 @@ class DaskExecutor(Executor):
     def __repr__(self) -> str:
         where = self.address or "local cluster"
         return f"DaskExecutor({where}, workers={self.workers})"
+
+
+WORKERS_START = 120.0
+"""Seconds a local Dask cluster's worker processes get to start and connect (a few, on an idle machine)."""
+
+
+def _start_workers(cluster, n_workers: int) -> None:
+    """Start the local ``cluster``'s ``n_workers`` worker processes ignoring the stop signals.
+
+    A signal sent to the process group (Ctrl-C in a terminal, ``timeout``,
+    SLURM) reaches Dask's workers too, which take Python's defaults: SIGTERM
+    and SIGHUP kill them, their chains' draws with them, and Ctrl-C prints a
+    traceback in each. Dask installs no handler of its own in them (and its
+    nanny runs in this process), so they start ignoring the stop signals as
+    the processes executor's do (a process inherits an ignored signal), and
+    this process stops their chains through the stop file. This process
+    ignores them only until the worker processes exist (a tenth of a second,
+    not the seconds they take to connect), since a signal then is lost.
+    """
+    before = set(multiprocessing.active_children())
+
+    def starting() -> bool:
+        return len(set(multiprocessing.active_children()) - before) < n_workers
+
+    with stop_signals_ignored():
+        cluster.scale(n_workers)  # their nannies, in this process's Dask thread, start them
+        _until(starting, WORKERS_START)
+    cluster.wait_for_workers(n_workers, timeout=WORKERS_START)
 
 
 STOP_NAME = "stop"

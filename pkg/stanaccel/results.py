@@ -24,6 +24,8 @@ are loaded inside the methods that need them.
 
 from __future__ import annotations
 
+import os
+import reprlib
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -145,6 +147,8 @@ class Result(ABC):
 
         Raises
         ------
+        TypeError, ValueError
+            ``path`` is no file name (not a str or Path; empty, or ``.``).
         stanaccel.diagnostics.files.OutputError
             ``path`` cannot be written (a full disk, a folder in its place,
             no permission): the message names it and says why. Nothing is
@@ -152,6 +156,15 @@ class Result(ABC):
         """
         from stanaccel.diagnostics.files import save_netcdf
 
+        if not isinstance(path, str | os.PathLike):
+            raise TypeError(
+                f"save(path): path must be a netCDF file's name, a str or Path such as 'fit.nc'; "
+                f"not {type(path).__name__} ({reprlib.repr(path)})"
+            )
+        if Path(path).name in ("", "..") or str(path).endswith(os.sep):
+            raise ValueError(
+                f"save(path): path = {str(path)!r} names no file: give a file name such as 'fit.nc'"
+            )
         return save_netcdf(self.to_inference_data(), path)
 
     def draws(self, *, concat_chains: bool = False) -> np.ndarray:

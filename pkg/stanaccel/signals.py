@@ -17,6 +17,11 @@ write short. SIGKILL cannot be caught: what a workflow checkpointed stays.
 Worker processes (:mod:`stanaccel.executors`) ignore all three
 (:func:`ignore_stop_signals`): the signal a terminal or ``timeout`` sends to
 the whole process group is the main process's to handle, which stops them.
+
+A stop is final: once one has come, no phase starts (Stan's services, the
+kernels' chains, the C++ compiler call :func:`refuse_after_stop` first), so
+a phase that took the ``KeyboardInterrupt`` for a failure of its own and
+handed over to the next one cannot carry the run on.
 """
 
 from __future__ import annotations
@@ -34,8 +39,22 @@ _received: list[int] = []
 
 
 def received() -> int | None:
-    """The first stop signal this process received under :func:`stop_on_signals`, or None."""
+    """The first stop signal received while :func:`stop_on_signals` holds, or None."""
     return _received[0] if _received else None
+
+
+def refuse_after_stop(what: str) -> None:
+    """Raise ``KeyboardInterrupt`` if a stop signal has come: ``what``, a phase about to start, must not.
+
+    The stop is a ``KeyboardInterrupt`` in whatever the main thread was
+    doing, and a phase may take it for a failure of its own (a Pathfinder
+    stopped before its paths had draws looks like paths that all failed)
+    and hand over to the next phase: the run would not stop. So each phase
+    (Stan's services, the kernels' chains) checks here before it starts.
+    ``what`` names it, for the message ("Stan's NUTS").
+    """
+    if _received:
+        raise KeyboardInterrupt(f"stopped before {what} began")
 
 
 def describe(signum: int | None) -> str:
@@ -79,6 +98,7 @@ def stop_on_signals() -> Iterator[None]:
     finally:
         for signum, handler in previous.items():
             signal.signal(signum, handler)
+        _received.clear()  # what runs after it (a test, a caller's code) is not stopped
 
 
 def ignore_stop_signals() -> None:

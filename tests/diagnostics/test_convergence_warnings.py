@@ -67,6 +67,43 @@ def test_cli_flags_a_run_that_has_not_converged(mvn_data, tmp_path, capsys):
     assert any(w.startswith("bulk ESS") for w in metrics["warnings"])
 
 
+def test_a_run_of_too_few_draws_for_rhat_and_ess_has_not_converged(mvn_data, tmp_path, capsys):
+    # 3 draws per chain: R-hat and ESS are NaN, which passed every check ("converged"), and metrics.json
+    # held a bare NaN, which JSON has not (JavaScript's and jq's readers refuse it).
+    options = ["--method", "nuts", "--warmup", "100", "--draws", "3", "-q", "-o", str(tmp_path / "fit.nc")]
+    code = main(["sample", "mvn_mean", "--data", str(mvn_data), "--chains", "2", *options])
+    out = capsys.readouterr().out
+    reason = (
+        "fewer than 4 kept draws per chain (3): R-hat and ESS are not defined; run more draws (or thin less)"
+    )
+    assert code == 0 and "NOT CONVERGED" in out and f"  - {reason}\n" in out
+    metrics = json.loads((tmp_path / "fit.metrics.json").read_text(), parse_constant=pytest.fail)
+    assert metrics["converged"] is False and metrics["warnings"] == [reason]
+    assert metrics["rhat_max"] is None and metrics["ess_bulk_min"] is None
+
+
+def test_rhat_or_ess_that_is_not_defined_is_a_reason():
+    nan = float("nan")
+    stuck = {"chains": 2, "draws_per_chain": 500, "rhat_max": nan, "ess_bulk_min": nan, "ess_tail_min": nan}
+    assert convergence_warnings(stuck) == [
+        "R-hat, bulk ESS, tail ESS not defined for any quantity: every quantity kept one value in every draw "
+        "(the chains did not move), so the draws say nothing"
+    ]
+    read_back = {
+        "chains": 1,
+        "draws_per_chain": 2,
+        "rhat_max": None,
+        "ess_bulk_min": None,
+        "ess_tail_min": 300.0,
+    }
+    assert convergence_warnings(read_back) == [  # null in metrics.json; one chain has no R-hat to miss
+        "fewer than 4 kept draws per chain (2): R-hat and ESS are not defined; run more draws (or thin less)"
+    ]
+    assert (
+        convergence_warnings({"chains": 1, "rhat_max": nan, "ess_bulk_min": 500, "ess_tail_min": 500}) == []
+    )
+
+
 def test_a_value_just_past_its_limit_is_shown_with_the_digits_that_say_so():
     metrics = {"chains": 4, "rhat_max": 1.0134, "ess_bulk_min": 399.6, "ess_tail_min": 1234.4}
     assert [reason.split(":")[0] for reason in convergence_warnings(metrics)] == [
@@ -134,6 +171,22 @@ def test_chains_that_all_settled_in_one_of_the_modes_the_warmup_found_have_not_c
         "(unconstrained: b = 3"
     )
     assert "WARNING: NOT CONVERGED" in warning_block(metrics)
+
+
+def test_auto_nuts_at_once_with_every_chain_in_one_of_two_modes_has_not_converged(poor_program):
+    # b has two equal modes (case 4), and the posterior is cheap: auto runs Stan's NUTS at once. At seed 3
+    # both chains settle at b = -3 and agree (R-hat 1): it said "converged". L-BFGS from the Laplace
+    # warm-up's mirrored starts ends at both modes, and no draw came near b = 3.
+    result = sample(poor_program, {"case_": 4, "K": 2}, "auto", {"draws": 1000, "chains": 2}, seed=3,
+                    progress=False)  # fmt: skip
+    metrics = result.metrics()
+    assert result.reports["auto"]["pilots"] == [] and metrics["rhat_max"] < 1.01
+    assert metrics["converged"] is False
+    [reason] = metrics["warnings"]
+    assert reason.startswith(
+        "auto's modes check found 2 separated modes (L-BFGS from 4 starts ended there), and no draw came "
+        "near 1 of them (unconstrained: b = 3"
+    )
 
 
 def test_what_a_stage_found_against_convergence_is_a_reason():

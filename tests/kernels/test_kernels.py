@@ -5,6 +5,7 @@ units of their Monte Carlo standard error) against a Bonferroni threshold for
 a family-wise false-alarm rate of 1e-3 (3.66 for four scores).
 """
 
+import threading
 import time
 
 import numpy as np
@@ -200,6 +201,26 @@ def test_interrupted_run_keeps_its_draws(sigint_handled):
     run = run_chains(lambda c: RandomWalkMetropolis(density, 0.2), np.zeros((2, DIM)), draws, seed=1)
     assert run.interrupted and 0 < run.positions.shape[1] < 2 * 10**6
     assert np.all(np.isfinite(run.positions))
+
+
+def test_a_stopped_run_counts_the_draws_it_dropped_to_keep_its_chains_equal():
+    # Chain 1 waits at its 20th draw until chain 0, at its 50th, stops the run: chain 0's last 30 are dropped.
+    chain_1_waits, chain_0_stopped = threading.Event(), threading.Event()
+
+    def stop(chain: int, draws: int) -> bool:
+        if chain == 0 and draws == 50:
+            chain_1_waits.wait(timeout=60)
+            chain_0_stopped.set()
+            return True
+        if chain == 1 and draws == 20:
+            chain_1_waits.set()
+            return chain_0_stopped.wait(timeout=60)
+        return False
+
+    factory = lambda c: RandomWalkMetropolis(mvn_density(DATA), 0.2)  # noqa: E731  one thread per chain
+    run = run_chains(factory, np.zeros((2, DIM)), 1000, seed=1, stop=stop)
+    assert run.interrupted and run.positions.shape[1] == 20 and run.dropped_draws == 30
+    assert run_chains(factory, np.zeros((2, DIM)), 10, seed=1).dropped_draws == 0
 
 
 def test_ctrl_c_while_the_chains_threads_start_keeps_the_chains_that_ran(sigint_handled):

@@ -220,6 +220,30 @@ def test_a_chain_whose_proposals_all_fail_warns_once(make_kernel, undefined):
     assert np.all(run.positions == start)
 
 
+def box() -> FunctionDensity:
+    """A standard normal on the cube |x_i| <= 1, NaN beyond (as where arithmetic overflows)."""
+    return FunctionDensity(DIM, lambda x: -0.5 * x @ x if np.max(np.abs(x)) <= 1 else np.nan, lambda x: -x)
+
+
+@pytest.mark.parametrize(
+    ("kernel", "named"),
+    [
+        (HMC(box(), step_size=1e3, n_steps=2), "step_size = 1e+03"),
+        (RandomWalkMetropolis(box(), scale=50.0), "scale = 50"),
+    ],
+    ids=["hmc", "metropolis"],
+)
+def test_proposals_that_fail_after_a_move_name_the_step_size(kernel, named):
+    # A step far too large (a 1-iteration warm-up leaves one) leaves the region where the density is
+    # defined at every move: the warning names it first, not NaN in the data.
+    with pytest.warns(FailingDensityWarning) as caught:
+        run_chains(kernel, np.zeros((1, DIM)), FAILURES_BEFORE_WARNING + 10, seed=0)
+    message = str(caught[0].message)
+    assert f"the likeliest cause is a step size far too large for this posterior ({named})" in message
+    setting = named.split(" = ")[0]
+    assert f"Lower {setting} (try " in message
+
+
 def test_each_failing_chain_warns_and_its_thinned_failures_count():
     start = np.array([0.5])
     draws, thin = FAILURES_BEFORE_WARNING // 2, 3  # 1.5 times the threshold in steps

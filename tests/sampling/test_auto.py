@@ -36,7 +36,7 @@ from stanaccel.sampling.auto import (
     _shared_warm_up,
 )
 from stanaccel.sampling.config import make_config
-from stanaccel.sampling.run import SEEDS, run_sampler
+from stanaccel.sampling.run import NO_MODES_CHECK, SEEDS, run_sampler
 from stanaccel.seeds import spawn_seeds
 from stanaccel.stan import StanModel, write_data
 from stanaccel.workflow import run_workflow
@@ -105,8 +105,11 @@ def test_auto_runs_stan_nuts_at_once_where_its_whole_run_is_short(files, monkeyp
     nuts = sample(files / "regression.stan", files / "regression.json", "nuts", {"draws": 300}, seed=3,
                   progress=False)  # fmt: skip
     np.testing.assert_array_equal(result.run.draws_unconstrained, nuts.run.draws_unconstrained)
-    assert lines[0].startswith("auto: chose nuts: a whole Stan NUTS run is projected at ")
+    assert lines[0].startswith("auto: trying nuts first: a whole Stan NUTS run is projected at ")
     assert result.reports["auto"]["pilots"] == [] and set(result.charged_seconds) == {"auto check"}
+    modes = result.reports["modes"]  # L-BFGS from 4 mirrored starts found one mode, which the draws visit
+    assert modes["modes_found"] == 1 and "unvisited" not in modes and result.metrics()["converged"]
+    assert nuts.metrics()["modes"] == {"not_checked": NO_MODES_CHECK}  # plain Stan NUTS says it has none
 
 
 def test_nuts_is_kept_unless_another_projects_its_margin():
@@ -416,7 +419,7 @@ def test_auto_on_two_modes_sees_them_and_chooses_tempering(tmp_path, monkeypatch
     lines = []
     result = sample(tmp_path / "bimodal.stan", {"beta": 1.0}, "auto", {"draws": 1000}, seed=4, progress=False,
                     log=lines.append)  # fmt: skip
-    assert lines[0].startswith("auto: chose nuts: a whole Stan NUTS run is projected at ")
+    assert lines[0].startswith("auto: trying nuts first: a whole Stan NUTS run is projected at ")
     assert any(line.startswith("auto: Stan's NUTS did not mix (R-hat ") for line in lines), lines
     auto = result.reports["auto"]
     assert auto["modes"]["disagree"], auto["modes"]

@@ -12,7 +12,7 @@ import pytest
 from stanaccel.cli import main
 from stanaccel.diagnostics import to_inference_data
 from stanaccel.diagnostics.files import save_netcdf
-from stanaccel.sampling import sample
+from stanaccel.sampling import ConfigError, sample
 from stanaccel.sampling.warmup import READAPTED
 from stanaccel.stan import StanModel, write_data
 from stanaccel.stan.nuts import BorrowedWarmupWarning, WarmupState, sample_nuts
@@ -142,3 +142,28 @@ def test_a_damaged_warmup_file_is_called_damaged(earlier, tmp_path, capsys):
     assert main(["nuts", "mvn_mean", "--warmup-from", str(garbage), "-q", "-o", str(tmp_path / "x.nc")]) == 2
     err = capsys.readouterr().err
     assert f"{garbage} cannot be read" in err and "damaged" in err and "older stanaccel" not in err
+
+
+@pytest.mark.parametrize("method", ["hmc", "nuts"])
+def test_sample_refuses_more_chains_than_the_warmup_has_as_nuts_does(files, earlier, method):
+    # A kernel method would start chain 3 where chain 1 ended: two chains from one point.
+    folder, _, _ = files
+    with pytest.raises(ConfigError, match=rf"settings: chains = 3: the warm-up in {earlier} has 2 chains"):
+        sample(folder / "regression.stan", folder / "a.json", method, {"chains": 3, "draws": 20},
+               warmup_from=earlier, progress=False)  # fmt: skip
+
+
+def test_sample_takes_fewer_chains_than_the_warmup_has(files, earlier):
+    folder, _, _ = files
+    result = sample(folder / "regression.stan", folder / "a.json", "hmc", {"chains": 1, "draws": 20},
+                    warmup_from=earlier, progress=False)  # fmt: skip
+    assert result.config.chains == 1 and result.run.positions.shape[0] == 1
+
+
+def test_a_folder_given_as_the_warmup_file_is_called_a_folder(files, earlier, tmp_path, capsys):
+    folder, _, _ = files
+    with pytest.raises(IsADirectoryError, match=f"warm-up file {tmp_path} is a folder: give the netCDF file"):
+        WarmupState.from_netcdf(tmp_path)
+    args = ["nuts", str(folder / "regression.stan"), "--data", str(folder / "a.json"), "-q"]
+    assert main([*args, "--warmup-from", str(tmp_path), "-o", str(tmp_path / "x.nc")]) == 2
+    assert f"warm-up file {tmp_path} is a folder" in capsys.readouterr().err

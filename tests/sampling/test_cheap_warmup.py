@@ -214,6 +214,27 @@ def test_pathfinder_paths_that_end_at_one_mode_keep_the_pathfinder_warmup(files)
     assert report["mode_separation"] < MODE_SEPARATION / 2  # 0.03 to 0.28 over seeds 1 to 10
 
 
+@pytest.mark.parametrize("warmup", ["laplace", "pathfinder"])
+def test_ends_of_one_mode_that_tolerance_left_apart_are_one_mode(files, warmup):
+    # A Gaussian posterior whose slope's sd is 1/1000 of the intercept's, its log density about -10^5:
+    # L-BFGS stops where its progress falls below a tolerance relative to that size, and at seed 7 its
+    # ends were 3.8 Laplace sds apart, Pathfinder's paths' means 3.6 sds: "more than one mode", and NUTS's
+    # warm-up ran instead (as on a normal model of 10^5 observations at 6 seeds of 8). Polished by Newton
+    # steps L-BFGS's ends are one point; and no dip in the log density lies between Pathfinder's.
+    folder, _ = files
+    rng = np.random.default_rng(0)
+    x = 1000 * rng.normal(size=40)
+    data = {"N": 40, "x": x, "y": 1 + 0.5 * x + rng.normal(size=40), "sigma": 1.0, "beta": 1e4}
+    model = StanModel(compile_program(folder / "regression.stan"), data)
+    config = make_config("hmc", {"warmup": warmup, "chains": 2})
+    adaptation, report = cheap_warm_up(model, config, {"warmup": 7}, False, lambda line: None, {})
+    assert adaptation is not None and report["used"] == warmup, report.get("fallback")
+    if warmup == "laplace":
+        assert report["mode_separation"] < 0.01
+    else:
+        assert report["mode_separation"] > MODE_SEPARATION and report["mode_barrier"] == 0
+
+
 def test_warmup_setting_takes_a_number_or_a_name():
     assert make_config("hmc", {"warmup": 200}).warmup == 200
     assert make_config("hmc", {"warmup": "nuts"}).warmup == 1000

@@ -4,7 +4,7 @@ import pytest
 
 from stanaccel.cli import main
 from stanaccel.sampling import METHODS, ConfigError, keys, make_config, sample
-from stanaccel.sampling.config import parse_assignment, table_rows
+from stanaccel.sampling.config import NEEDED_EXAMPLES, check_setting, parse_assignment, table_rows
 from stanaccel.workflow import load_workflow
 
 
@@ -177,6 +177,9 @@ def test_settings_that_are_not_a_dict_are_a_type_error(settings):
         ({"method": None}, "method must be a method's name, one of nuts, .*, auto; not NoneType"),
         ({"checkpoint": 5}, r"checkpoint must be a folder \(a str or Path\) or None; not int"),
         ({"log": "x"}, "log must be a function that takes a line of text"),
+        ({"tune": "yes"}, r"tune must be True \(tune with the default options\), a dict of options such as "
+         r"\{'budget': 16, .*\}, a TuneSpec, or None or False \(no tuning\); not str \('yes'\)"),
+        ({"tune": 1}, r"tune must be True .*; not int \(1\)"),
     ],
 )  # fmt: skip
 def test_sample_names_an_argument_of_the_wrong_type_and_what_it_takes(arguments, message):
@@ -185,6 +188,29 @@ def test_sample_names_an_argument_of_the_wrong_type_and_what_it_takes(arguments,
     given = {"program": "mvn_mean", "data": None, "method": "mh", **arguments}
     with pytest.raises(TypeError, match=message):
         sample(given.pop("program"), given.pop("data"), given.pop("method"), **given)
+
+
+@pytest.mark.parametrize(
+    ("method", "key", "example"),
+    [
+        ("dc", "approx", """approx = { kind = "laplace" }"""),
+        ("tt-approx", "ladder", """ladder = [{ kind = "subset", m = 1000 }, { kind = "laplace" }]"""),
+    ],
+)
+def test_a_setting_a_method_needs_is_asked_for_with_an_example(mvn_data, method, key, example):
+    # (latent-nuts's latent_program too; its run imports Keras first, 6 s)
+    with pytest.raises(
+        ConfigError, match=rf"^method '{method}' needs the setting '{key}', such as "
+    ) as error:
+        sample("mvn_mean", mvn_data, method)
+    assert example in str(error.value)
+
+
+@pytest.mark.parametrize(("method", "key"), [("dc", "approx"), ("tt-approx", "ladder")])
+def test_the_example_of_a_needed_setting_is_a_setting_the_method_takes(method, key):
+    command_line = NEEDED_EXAMPLES[key].split("on the command line --set ")[1].strip("'")
+    assert parse_assignment(command_line)[0] == key
+    check_setting(method, *parse_assignment(command_line))
 
 
 @pytest.mark.parametrize(("method", "close"), [("Auto", "auto"), ("aut", "auto"), ("hcm", "hmc")])

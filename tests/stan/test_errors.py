@@ -3,6 +3,9 @@
 import numpy as np
 import pytest
 
+from stanaccel.datasets import generate
+from stanaccel.programs import program_path
+from stanaccel.sampling import sample
 from stanaccel.stan import (
     StanBuildError,
     StanCompileError,
@@ -10,6 +13,7 @@ from stanaccel.stan import (
     StanDomainError,
     StanModel,
     compile_program,
+    write_data,
 )
 from stanaccel.stan.toolchain import find_toolchain
 
@@ -110,6 +114,59 @@ def test_constraint_violated_in_data_is_reported(mvn_program, mvn_data):
     with pytest.raises(StanDataError, match="beta") as info:
         StanModel(mvn_program, {**mvn_data, "beta": 2.0})
     assert "less than or equal to 1" in str(info.value)
+
+
+def test_a_value_outside_its_declared_bounds_is_named_in_plain_words(mvn_program, mvn_data, logistic_program):
+    # Stan says "Exception: mvn_mean_model_namespace::mvn_mean_model: beta is 2, but must be less than or
+    # equal to 1.000000 (in ...)"
+    with pytest.raises(StanDataError) as info:
+        StanModel(mvn_program, {**mvn_data, "beta": 2.0})
+    assert str(info.value).startswith(
+        "data variable beta is 2, but must be less than or equal to 1: outside the bounds the program "
+        "declares for it (in 'mvn_mean.stan', line 16"
+    )
+    assert "namespace" not in str(info.value)
+    data = generate("logistic", N=6, K=2, seed=1).data
+    y = np.array(data["y"])
+    y[2] = 3
+    with pytest.raises(
+        StanDataError, match=r"^data variable y\[3\] is 3, but must be less than or equal to 1: "
+    ):
+        StanModel(logistic_program, {**data, "y": y})
+
+
+def test_text_in_the_data_is_named_with_its_entry(mvn_program, mvn_data):
+    # Stan says only "Variable: mu0, error: string values not allowed."
+    with pytest.raises(
+        StanDataError, match=r'^data variable mu0\[2\] = "a" is text, and Stan data are numbers'
+    ):
+        StanModel(mvn_program, {**mvn_data, "mu0": [0.0, "a", 0.0]})
+    with pytest.raises(StanDataError, match=r'^data variable mu0\[1\] = "1.5" is text.*: write 1.5 without'):
+        StanModel(mvn_program, {**mvn_data, "mu0": ["1.5", 0.0, 0.0]})
+    StanModel(mvn_program, {**mvn_data, "mu0": ["Infinity", "-Inf", "NaN"]})  # the text Stan reads
+
+
+def test_data_read_from_a_file_name_the_file_in_stans_message(mvn_data, tmp_path):
+    path = write_data(tmp_path / "bounds.json", {**mvn_data, "beta": 2.0})
+    with pytest.raises(StanDataError, match=rf"^data file {path}: data variable beta is 2, but must be"):
+        sample(program_path("mvn_mean"), path, "hmc", progress=False)  # the file reaches Stan as a dict
+
+
+@pytest.mark.parametrize(
+    ("arguments", "error", "said"),
+    [
+        (
+            {"data": [1, 2]},
+            TypeError,
+            r"data must be a dict of the program's data, .*; not list \(\[1, 2\]\)",
+        ),
+        ({"seed": -1}, ValueError, r"seed = -1: expected a non-negative integer below 2\*\*32"),
+        ({"seed": 1.5}, ValueError, r"seed = 1.5: expected a non-negative integer below 2\*\*32"),
+    ],
+)
+def test_stan_model_arguments_it_cannot_use_are_named(mvn_program, arguments, error, said):
+    with pytest.raises(error, match=said):
+        StanModel(mvn_program, **arguments)
 
 
 def test_bad_covariance_in_data_is_reported(mvn_program, mvn_data):

@@ -150,3 +150,53 @@ def test_interrupted_run_keeps_its_draws(mvn_model, sigint_handled):
     assert 0 < fit.num_draws < 10_000_000
     assert fit.warmup_constrained.shape[1] == 100
     assert np.all(np.isfinite(fit.draws()))
+
+
+@pytest.mark.parametrize(
+    ("settings", "said"),
+    [
+        (
+            {"chians": 2},
+            r"unknown NUTS setting 'chians' \(did you mean 'chains'\?\); the settings are chains, ",
+        ),
+        ({"chains": "2"}, r"chains = '2': expected an integer"),
+        ({"adapt": "no"}, r"adapt = 'no': expected True or False"),
+        ({"seed": 1.5}, r"seed = 1.5: expected a non-negative integer below 2\*\*32"),
+    ],
+)
+def test_settings_of_the_wrong_name_or_type_are_refused_naming_them(mvn_model, settings, said):
+    with pytest.raises(ValueError, match=said):
+        sample_nuts(mvn_model, warmup=10, draws=10, progress=False, **settings)
+
+
+def test_an_inverse_metric_that_is_no_variance_is_refused_naming_its_entry(mvn_model):
+    with pytest.raises(ValueError, match=r"inv_metric\[1\] = -1: .* must be positive and finite .*theta\.2"):
+        sample_nuts(mvn_model, chains=1, inv_metric=np.array([1.0, -1.0, 1.0]), progress=False)
+    per_chain = np.array([[1.0, 1.0, 1.0], [np.nan, 1.0, 1.0]])
+    with pytest.raises(ValueError, match=r"inv_metric\[1, 0\] = nan"):
+        sample_nuts(mvn_model, chains=2, inv_metric=per_chain, progress=False)
+    not_positive = np.array([[1.0, 2.0, 0.0], [2.0, 1.0, 0.0], [0.0, 0.0, 1.0]])
+    with pytest.raises(
+        ValueError, match=r"inv_metric is not positive definite \(its smallest eigenvalue is -1\)"
+    ):
+        sample_nuts(mvn_model, chains=1, metric="dense", inv_metric=not_positive, progress=False)
+
+
+def test_an_init_where_stan_cannot_start_is_named_with_why(reject_program, mvn_model):
+    with pytest.raises(
+        StanEvaluationError, match=r'NUTS chain 0 cannot start from its init, \{"y": 5.0\}: Stan refused it'
+    ):
+        sample_nuts(StanModel(reject_program), chains=1, inits={"y": 5.0}, progress=False)
+    overflowing = np.array([1e200, 0.0, 0.0])  # its square overflows: the log density is -inf there
+    with pytest.raises(
+        StanEvaluationError, match="cannot start from its init, .*: the log density there is -inf"
+    ):
+        sample_nuts(mvn_model, chains=1, inits=overflowing, progress=False)
+
+
+def test_a_checkpoint_that_is_a_file_is_refused_before_any_chain_runs(mvn_model, tmp_path):
+    file = tmp_path / "fit.nc"
+    file.write_text("")
+    with pytest.raises(ValueError, match=f"checkpoint {file} is a file: give a folder"):
+        sample_nuts(mvn_model, checkpoint=file, progress=False)
+    assert file.read_text() == ""

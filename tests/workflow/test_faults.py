@@ -1,11 +1,18 @@
 """Nothing lost under faults: unwritable outputs, Ctrl-C in real subprocesses, continuing a saved run."""
 
+import _thread
+import contextlib
 import json
 import os
+import re
 import signal
+import stat
 import subprocess
 import sys
+import threading
 import time
+from collections.abc import Iterator
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -16,6 +23,8 @@ from stanaccel.datasets import generate
 from stanaccel.diagnostics import to_inference_data
 from stanaccel.diagnostics._arviz import az
 from stanaccel.diagnostics.files import OutputError, save_netcdf, save_or_rescue
+from stanaccel.programs import program_path
+from stanaccel.sampling import sample
 from stanaccel.stan import StanModel, write_data
 from stanaccel.stan.nuts import WarmupState, sample_nuts
 from stanaccel.workflow import run_workflow
@@ -57,7 +66,7 @@ def test_draws_go_to_a_rescue_file_when_the_output_cannot_be_written(tmp_path, m
 def test_a_second_run_on_the_same_output_file_is_refused_at_once(tmp_path, capsys, mvn_data_file, command):
     out = tmp_path / "out" / "same.nc"
     out.parent.mkdir()
-    out.write_bytes(b"the first run's file")
+    out.write_bytes(b"\x89HDF\r\n\x1a\n: the first run's file")
     with exclusive_lock(out.with_name(".same.nc.lock"), "the first run", "-"):
         code = main([command, "mvn_mean", "--data", str(mvn_data_file), "-q", "-o", str(out)])
     err = capsys.readouterr().err
@@ -66,7 +75,146 @@ def test_a_second_run_on_the_same_output_file_is_refused_at_once(tmp_path, capsy
         f"stanaccel {command}: error: output file {out} is in use by another stanaccel run "
         f"(pid {os.getpid()}); wait for it to end, or give this run another output file (-o)\n"
     )
-    assert out.read_bytes() == b"the first run's file"
+    assert out.read_bytes() == b"\x89HDF\r\n\x1a\n: the first run's file"
+
+
+SHORT = ["--chains", "1", "--warmup", "20", "--draws", "20", "-q"]
+"""A run short enough that a test whose output is not refused, as it must be, fails within a second."""
+
+
+@pytest.mark.parametrize("given", ["program", "data", "data by a link", "config", "warmup-from", "metrics"])
+def test_an_output_that_is_one_of_the_runs_inputs_is_refused(
+    tmp_path, capsys, mvn_program, mvn_data_file, given
+):
+    # a copy of mvn_mean of its name (its build is the cached one); x.nc puts its metrics in x.metrics.json
+    program, data = tmp_path / "mvn_mean.stan", tmp_path / "x.metrics.json"
+    config = tmp_path / "settings.toml"
+    program.write_text(mvn_program.code)
+    data.write_bytes(mvn_data_file.read_bytes())
+    config.write_text("method = 'mh'\n")
+    earlier, link = tmp_path / "earlier.txt", tmp_path / "link.json"
+    earlier.write_text("not a run's file\n")
+    link.symlink_to(data)
+    inputs = ["--data", str(link if given == "data by a link" else data), "--config", str(config)]
+    output, said = {
+        "program": (
+            program,
+            f"output {program} is the Stan program: writing it would replace your Stan program",
+        ),
+        "data": (data, f"output {data} is the data file: writing it would replace your data file"),
+        "data by a link": (data, f"output {data} is the data file ({link}): writing it"),
+        "config": (config, f"output {config} is the --config file: writing it would replace your --config"),
+        "warmup-from": (earlier, f"output {earlier} is the --warmup-from file: writing it would replace"),
+        "metrics": (
+            tmp_path / "x.nc",
+            f"metrics file {data} is the data file: writing it would replace your",
+        ),
+    }[given]
+    before = {path: path.read_bytes() for path in (program, data, config, earlier)}
+    borrowed = ["--warmup-from", str(earlier)] if given == "warmup-from" else []
+    code = main(["sample", str(program), *inputs, *borrowed, *SHORT, "-o", str(output)])
+    err = capsys.readouterr().err
+    assert code == 2 and f"stanaccel sample: error: {said}" in err and "give another output file (-o)" in err
+    assert {path: path.read_bytes() for path in before} == before and not (tmp_path / "x.nc").exists()
+
+
+@pytest.mark.parametrize("kind", ["named pipe", "text file", "empty name"])
+def test_an_output_that_is_no_earlier_runs_file_is_refused(
+    tmp_path, monkeypatch, capsys, mvn_program, mvn_data_file, kind
+):
+    # A named pipe stands in for a device: as root, `-o /dev/null` replaced /dev/null by a file.
+    monkeypatch.chdir(tmp_path)
+    out = tmp_path / "out"
+    if kind == "named pipe":
+        os.mkfifo(out)
+    elif kind == "text file":
+        out.write_text("my notes\n")
+    given = "" if kind == "empty name" else str(out)
+    code = main(["nuts", "mvn_mean", "--data", str(mvn_data_file), *SHORT, "-o", given])
+    err = capsys.readouterr().err
+    said = {
+        "named pipe": f"output {out} is a named pipe, not a file: an output is written by renaming a new",
+        "text file": f"output {out} exists and is a text file beginning 'my notes', not a netCDF file of an "
+        f"earlier run: writing the output would replace it; give another output file (-o), or remove {out}",
+        "empty name": "--output (-o) is empty: give a file name, or leave the option out for mvn_mean-nuts",
+    }[kind]
+    assert code == 2 and f"stanaccel nuts: error: {said}" in err
+    assert [p.name for p in tmp_path.iterdir()] == ([] if kind == "empty name" else ["out"])
+    assert kind != "named pipe" or stat.S_ISFIFO(os.stat(out).st_mode)
+    assert kind != "text file" or out.read_text() == "my notes\n"
+
+
+def test_a_run_on_a_link_to_an_output_in_use_is_refused(tmp_path, capsys, mvn_program, mvn_data_file):
+    target, link = tmp_path / "fit.nc", tmp_path / "link.nc"
+    link.symlink_to(target)
+    with exclusive_lock(tmp_path / ".fit.nc.lock", "the first run", "-"):  # a run on fit.nc holds it
+        code = main(["nuts", "mvn_mean", "--data", str(mvn_data_file), *SHORT, "-o", str(link)])
+    err = capsys.readouterr().err
+    assert code == 2 and f"output file {link} is in use by another stanaccel run (pid {os.getpid()})" in err
+    assert not target.exists()
+
+
+@contextlib.contextmanager
+def _ctrl_c_once_chains_run(chains: int, after: float = 0.1) -> Iterator[None]:
+    """Ctrl-C to the main thread ``after`` s once ``chains`` of Stan's chains run (in threads named
+    "Thread-N (run)"), and never once the block has ended."""
+    ended = threading.Event()
+
+    def watch():
+        while not ended.is_set():
+            if sum(thread.name.endswith("(run)") for thread in threading.enumerate()) >= chains:
+                if not ended.wait(after):
+                    _thread.interrupt_main()
+                return
+            time.sleep(0.01)
+
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
+    try:
+        yield
+    finally:
+        ended.set()
+        watcher.join()
+
+
+def test_nuts_stopped_in_its_warmup_keeps_its_warmup_draws(tmp_path, reject_program, sigint_handled):
+    # A program with generated quantities: assembling their 0 draws raised "cannot reshape array of size 0",
+    # and `stanaccel nuts` said so (exit status 2) and wrote nothing.
+    with _ctrl_c_once_chains_run(2):
+        fit = sample_nuts(StanModel(reject_program), chains=2, warmup=10**8, draws=10, progress=False)
+    assert fit.interrupted and fit.num_draws == 0 and not fit.adapted
+    idata = az.from_netcdf(str(save_netcdf(to_inference_data(fit), tmp_path / "fit.nc")))
+    assert idata.posterior.sizes["draw"] == 0 and idata.warmup_posterior.sizes["draw"] > 0
+
+
+def test_the_metrics_of_a_run_stopped_in_its_warmup_say_it_has_no_draws(
+    mvn_program, mvn_data, sigint_handled
+):
+    with _ctrl_c_once_chains_run(2):
+        result = sample(mvn_program, mvn_data, "nuts", {"chains": 2, "warmup": 10**8}, progress=False)
+    assert result.interrupted and result.num_draws == 0
+    for measure, verb in ((result.metrics, "measure"), (result.summary, "summarise")):
+        with pytest.raises(
+            ValueError, match=f"no draws to {verb}: the run was stopped before its first kept"
+        ):
+            measure()  # a ZeroDivisionError, and ArviZ's "Too few elements for interval calculation"
+
+
+def test_stopped_nuts_says_how_many_draws_it_dropped_to_keep_its_chains_equal(
+    tmp_path, capsys, mvn_program, mvn_data_file, sigint_handled
+):
+    out = tmp_path / "fit.nc"
+    command = ["nuts", "mvn_mean", "--data", str(mvn_data_file), "--chains", "2", "--warmup", "100"]
+    with _ctrl_c_once_chains_run(2):
+        code = main([*command, "--draws", "100000000", "-q", "-o", str(out)])
+    err = capsys.readouterr().err
+    draws = az.from_netcdf(str(out)).posterior.sizes["draw"]
+    # Two chains, each in its own thread some thousands of draws in, stop with equal draws by rare chance.
+    assert code == 130 and re.search(
+        f"interrupted: wrote {re.escape(str(out))} with {draws} draws per chain \\(the faster chains' "
+        "[1-9][0-9]* draws beyond the slowest chain's were dropped to keep them equal\\)",
+        err,
+    ), err
 
 
 def test_sample_keeps_its_draws_in_a_rescue_file_when_its_output_cannot_be_written(
@@ -100,11 +248,12 @@ def test_sample_keeps_its_draws_in_a_rescue_file_when_its_output_cannot_be_writt
 FULL_DISK = """
 mount -t tmpfs -o size=1m tmpfs "$1"
 cp "$2" "$1/data.json"
-head -c $(( $(df -k --output=avail "$1" | tail -n 1) * 1024 - 32768 )) /dev/zero > "$1/filler"
+head -c $(( $(df -k --output=avail "$1" | tail -n 1) * 1024 - 196608 )) /dev/zero > "$1/filler"
 cd "$1" && shift 2 && "$@"
 """
 """Mount a 1 MB tmpfs at $1 (in a mount namespace of its own), copy the data file $2 there, fill it to
-32 kB of room, and run the rest of the command line in it: a working folder on a full disk."""
+192 kB of room (the output's check, which writes 64 kB, passes; the draws, 640 kB, do not fit), and run
+the rest of the command line in it: a working folder on a disk that fills during the run."""
 
 
 NAMESPACE = ["unshare", "--user", "--map-root-user", "--mount"]
@@ -162,6 +311,28 @@ def test_sample_on_a_full_disk_rescues_its_draws_in_the_temporary_folder(
     posterior = az.from_netcdf(str(rescue)).posterior
     assert (posterior.sizes["chain"], posterior.sizes["draw"]) == (2, 20000)
     assert rescue.with_name(rescue.name.removesuffix(".nc") + ".metrics.json").is_file()
+
+
+@pytest.mark.skipif(
+    not _can_mount(), reason="needs unshare --user --mount (user namespaces) to make a full disk"
+)
+@pytest.mark.slow
+def test_an_output_on_a_full_disk_is_refused_before_the_run_naming_its_folder(
+    tmp_path, mvn_program, mvn_data_file
+):
+    """It said "[Errno 28] No space left on device", naming nothing (from writing the output's lock file)."""
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    fill = 'mount -t tmpfs -o size=1m tmpfs "$1" && head -c 1048576 /dev/zero > "$1/filler"; shift; "$@"'
+    command = [*CLI, "nuts", "mvn_mean", "--data", str(mvn_data_file), "-q", "-o", str(disk / "fit.nc")]
+    done = subprocess.run(
+        [*NAMESPACE, "sh", "-c", fill, "sh", str(disk), *command], capture_output=True, text=True
+    )
+    assert done.returncode == 1, done.stderr  # the disk's fault, not bad input (2)
+    assert done.stderr == (
+        f"stanaccel nuts: error: cannot write output {disk / 'fit.nc'}: the disk of {disk} is full (No space "
+        "left on device; 0 MB free); make room there, or write the output on another disk\n"
+    )
 
 
 def test_a_failed_write_leaves_the_previous_file_whole(tmp_path):
@@ -507,7 +678,12 @@ def test_a_stop_on_process_workers_is_quiet_and_says_what_was_kept(
     draws = az.from_netcdf(str(posterior)).posterior.sizes
     assert draws["chain"] == 2 and draws["draw"] > 0, output
     if command == "sample":
-        assert stop == f"interrupted: wrote {out} with {draws['draw']} draws per chain"
+        dropped = (
+            r"( \(the faster chains' \d+ draws beyond the slowest chain's were dropped to keep them equal\))?"
+        )
+        assert re.fullmatch(
+            f"interrupted: wrote {re.escape(str(out))} with {draws['draw']} draws per chain{dropped}", stop
+        )
     else:
         assert stop.startswith("interrupted: step 'sample' stopped by SIGTERM: its partial outputs are in ")
 
@@ -572,3 +748,40 @@ def test_a_file_without_adaptation_says_why(tmp_path):
     with pytest.raises(ValueError, match=r"its run \(h-pCN on its program\) made none") as refused:
         WarmupState.from_netcdf(ours)
     assert "older" not in str(refused.value)
+
+
+def _running_with(text: str) -> list[int]:
+    """The live processes whose command line holds ``text`` (a zombie's is empty)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        with contextlib.suppress(OSError):
+            if entry.name.isdigit() and text in (entry / "cmdline").read_bytes().decode(errors="replace"):
+                found.append(int(entry.name))
+    return found
+
+
+@pytest.mark.skipif(not Path("/proc/self/cmdline").exists(), reason="lists processes through /proc")
+@pytest.mark.slow
+def test_a_compile_stopped_by_sigterm_leaves_no_compiler_running_and_no_cache_entry(tmp_path):
+    """kill <pid> (SIGTERM to stanaccel alone) during a compile: g++'s cc1plus ends with it."""
+    from stanaccel.stan.cache import cache_dir
+
+    name = f"stopped_{os.getpid()}_{time.time_ns()}"  # a program never built: its compile runs
+    program = tmp_path / f"{name}.stan"
+    program.write_text(program_path("mvn_mean").read_text())
+    process = subprocess.Popen(
+        [*CLI, "compile", str(program)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
+    deadline = time.monotonic() + 180
+    while not _running_with(f"{name}_model"):  # the C++ compiler runs
+        assert process.poll() is None and time.monotonic() < deadline, process.communicate()[0]
+        time.sleep(0.05)
+    process.send_signal(signal.SIGTERM)
+    output = process.communicate(timeout=60)[0]
+    left = _running_with(f"{name}_model")
+    for pid in left:  # without the fix: a compiler compiling on for a minute, ended here
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    assert process.returncode == 143 and "stopped by SIGTERM" in output, output
+    assert left == [], "the compiler ran on after stanaccel stopped"
+    assert not [p.name for p in (cache_dir() / "models").glob(f"*{name}*") if not p.name.endswith(".lock")]

@@ -13,7 +13,7 @@ import time
 import pytest
 
 from stanaccel.cli import main
-from stanaccel.workflow import run_workflow
+from stanaccel.workflow import load_workflow, run_workflow
 from stanaccel.workflow.cache import MANIFEST, MARKER, STARTED, record_written, start
 from stanaccel.workflow.context import Workflow
 
@@ -63,6 +63,7 @@ NAMES = {
     "a\\\\b": "it holds a path separator",  # TOML's escape: the name a\b
     "": "it is empty",
     "a\\u0001b": "it holds a control character",
+    "a\\u200bb": "it holds an invisible character, U+200B (ZERO WIDTH SPACE), which makes look-alike names",
     ".key": "it starts with a dot",
     "run.json": "the run writes a file of that name in the output folder",
 }
@@ -234,3 +235,115 @@ def test_a_folder_of_a_stanaccel_without_manifests_keeps_what_its_step_json_does
     (step / MARKER).write_text(json.dumps({"key": "old", "outputs": {"posterior.nc": 12}}))
     start(step, "new")
     assert sorted(os.listdir(step)) == [MANIFEST, STARTED, "notes.txt"]
+
+
+def test_a_note_added_while_a_step_ran_stays_the_users_after_a_kill_a_resume_and_a_change(tmp_path):
+    """A step killed outright owns only the files of names its action writes: a note added while it ran
+    was taken for its own on the resume, and removed when its settings changed."""
+    from stanaccel.workflow.actions import ACTIONS
+
+    step, writes = tmp_path / "hmc", ACTIONS["sample"].writes
+    start(step, "key-1", writes=writes)
+    (step / "checkpoints" / "chains").mkdir(parents=True)
+    (step / "checkpoints" / "chains" / "chain-0.pkl").write_bytes(b"draws")
+    (step / ".posterior.nc.123.tmp").write_bytes(b"half written")
+    (step / "notes.txt").write_text("my analysis notes\n")  # then SIGKILL
+    start(step, "key-1", writes=writes)  # the same settings: resumed
+    assert (step / "checkpoints" / "chains" / "chain-0.pkl").is_file()
+    (step / "posterior.nc").write_bytes(b"draws")
+    assert "notes.txt" not in record_written(step)  # the step completes
+    start(step, "key-2", writes=writes)  # changed settings: afresh
+    assert sorted(os.listdir(step)) == [MANIFEST, STARTED, "notes.txt"]
+
+    start(step, "key-3", writes=writes)  # killed again, and changed at once
+    (step / "posterior.nc").write_bytes(b"part")
+    (step / "more notes.md").write_text("and more\n")
+    start(step, "key-4", writes=writes)
+    assert sorted(os.listdir(step)) == [MANIFEST, STARTED, "more notes.md", "notes.txt"]
+
+
+def test_output_dot_keeps_the_users_own_workflow_toml(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    mine = tmp_path / "workflow.toml"
+    mine.write_text("# my own, different workflow\n")
+    path = _workflow(tmp_path)
+    with pytest.raises(ValueError) as caught:
+        run_workflow(path, output=".", progress=False)
+    assert str(caught.value) == (
+        "workflow.toml in the output folder . was not written by a stanaccel run (there is no run.json of "
+        "one beside it), and this run would overwrite it: give the run another output folder (--output, "
+        "or output in [workflow]), or move it"
+    )
+    assert mine.read_text() == "# my own, different workflow\n" and not (tmp_path / "data").exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["w.toml", "workflow.toml"]
+
+    mine.write_text(path.read_text())  # the workflow file itself, run into its own folder
+    assert main(["run", "workflow.toml", "-o", ".", "-q"]) == 0, capsys.readouterr().err
+    assert mine.read_text() == path.read_text() and _cached(tmp_path) == {"data": False}
+    assert main(["run", "w.toml", "-o", ".", "-q"]) == 0  # a run's folder now: its copy is replaced
+    assert mine.read_text() == path.read_text()
+
+
+@pytest.mark.parametrize(
+    "mine, said",
+    [
+        (
+            ("run.json", '{"my": "data"}'),
+            "out/run.json is not the record of a stanaccel run (it is not a table with the keys workflow, "
+            "status, steps), and this run would overwrite it",
+        ),
+        (("data", "my notes\n"), "step 'data': out/data is a file, where the step's folder goes"),
+        (
+            ("report.html", "<p>mine</p>\n"),
+            "step 'page': out/report.html is not a report that stanaccel wrote",
+        ),
+    ],
+    ids=["run.json", "file-for-a-step-folder", "users-report"],
+)
+def test_a_file_of_the_users_where_the_run_writes_is_refused_before_any_step(
+    tmp_path, monkeypatch, mine, said
+):
+    monkeypatch.chdir(tmp_path)
+    path = _workflow(tmp_path)
+    path.write_text(path.read_text() + '\n[[steps]]\nname = "page"\naction = "report"\n')
+    (tmp_path / "out" / mine[0]).parent.mkdir(parents=True, exist_ok=True)
+    (tmp_path / "out" / mine[0]).write_text(mine[1])
+    before = _listing(tmp_path)
+    with pytest.raises(ValueError) as caught:
+        run_workflow(path, output="out", progress=False)
+    assert said in str(caught.value)
+    assert _listing(tmp_path) == before  # nothing written, no step run
+
+
+def test_a_folder_of_the_users_named_as_a_step_is_used_unless_it_holds_what_the_step_writes(tmp_path):
+    out = tmp_path / "out"
+    (out / "data").mkdir(parents=True)
+    (out / "data" / "data.json").write_text("my data\n")
+    (out / "data" / "notes.txt").write_text("what this step is for\n")
+    with pytest.raises(ValueError) as caught:
+        run_workflow(_workflow(tmp_path), output=out, progress=False)
+    assert str(caught.value) == (
+        f"step 'data': its folder {out / 'data'} was not made by a stanaccel step and holds data.json, which "
+        "the step would overwrite: move them, rename the step, or give the run another output folder"
+    )
+    assert (out / "data" / "data.json").read_text() == "my data\n"
+    (out / "data" / "data.json").unlink()
+    run_workflow(_workflow(tmp_path), output=out, progress=False)  # notes alone: the step writes beside them
+    assert (out / "data" / "notes.txt").read_text() == "what this step is for\n"
+    assert (out / "data" / "data.json").is_file()
+
+
+def test_names_that_differ_only_in_unicode_normalisation_are_one_name(tmp_path):
+    composed, decomposed = "caf\u00e9", "cafe\u0301"  # é as one character, and as e and an accent
+    path = tmp_path / "w.toml"
+    path.write_text(
+        WORKFLOW.format(step=decomposed, n=10, workflow="w")
+        + WORKFLOW.split("\n\n")[1].format(step=composed, n=10)
+    )
+    with pytest.raises(ValueError, match=f"two steps are named '{composed}'"):
+        load_workflow(path)
+    path.write_text(WORKFLOW.format(step=decomposed, n=10, workflow="w"))
+    assert [s["name"] for s in load_workflow(path).steps] == [composed]  # its folder: one spelling
+    steps = [{"name": decomposed, "action": "generate", "generator": "mvn_mean", "N": 10, "D": 2}]
+    with pytest.raises(ValueError, match="it is not in Unicode's NFC form"):
+        run_workflow(Workflow(name="python", seed=1, output=tmp_path / "out", steps=steps), progress=False)

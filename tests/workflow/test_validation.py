@@ -42,6 +42,7 @@ NUTS = '[[steps]]\nname = "bad"\naction = "nuts"\nprogram = "mvn_mean"\n'
 GENERATE = '[[steps]]\nname = "bad"\naction = "generate"\ngenerator = "gp_ard"\n'
 APPROXIMATION = '[[steps]]\nname = "bad"\naction = "approximation_study"\n[[steps.samplers]]\nmethod = "dc"\n'
 LATENT = '[[steps]]\nname = "bad"\naction = "latent_study"\n[[steps.samplers]]\nmethod = "ae-hmc"\n'
+SAMPLE = '[[steps]]\nname = "bad"\naction = "sample"\nprogram = "mvn_mean"\n'
 STEP = "step 'bad' "
 
 BAD = {
@@ -116,6 +117,56 @@ BAD = {
     "unknown top-level table": (
         HEAD + '[output]\nfolder = "elsewhere"\n',
         ["unknown table [output]; allowed: [workflow], [[steps]]"],
+    ),
+    "data naming a sampler step": (
+        HEAD + SAMPLE + 'data = "first"\n',
+        [
+            STEP + "(action sample): data = 'first' names step 'first' (action nuts), which makes no data "
+            "set: name a generate step (earlier ones: none), or a Stan JSON data file"
+        ],
+    ),
+    "warmup_from naming a generate step": (
+        HEAD
+        + GENERATE.replace('"bad"', '"gen"')
+        + "N = 10\n"
+        + SAMPLE
+        + 'data = "gen"\nwarmup_from = "gen"\n',
+        [
+            STEP + "(action sample): warmup_from = 'gen' names step 'gen' (action generate), which runs no "
+            "Stan NUTS whose warm-up could be taken: name a nuts step, or a sample step with method 'nuts' "
+            "(earlier ones: first)"
+        ],
+    ),
+    "warmup_from naming a sample step of another method": (
+        HEAD + SAMPLE.replace('"bad"', '"mh"') + 'method = "mh"\n' + SAMPLE + 'warmup_from = "mh"\n',
+        [
+            STEP
+            + "(action sample): warmup_from = 'mh' names step 'mh' (action sample), which runs no Stan NUTS"
+        ],
+    ),
+    "data naming both a step and a file": (
+        HEAD + GENERATE.replace('"bad"', '"data.json"') + "N = 10\n" + NUTS + 'data = "data.json"\n',
+        [
+            STEP + "(action nuts): data = 'data.json' names both the earlier step 'data.json' and the file ",
+            "data.json: rename the step, or write the file's path ('./data.json')",
+        ],
+    ),
+    "report file naming a step's folder": (
+        HEAD
+        + GENERATE.replace('"bad"', '"x.html"')
+        + '[[steps]]\nname = "bad"\naction = "report"\nfile = "x.html"\n',
+        [
+            STEP
+            + "(action report): file = 'x.html' is the name of step 'x.html', whose folder is in the output"
+        ],
+    ),
+    "misspelt method": (
+        HEAD + SAMPLE + 'method = "hcm"\n',
+        [STEP + "(action sample): method = 'hcm': expected one of", "did you mean 'hmc'?"],
+    ),
+    "empty output folder": (
+        HEAD.replace("seed = 4", 'seed = 4\noutput = ""'),
+        ["[workflow] output = '': expected a folder's path, not empty"],
     ),
 }
 
@@ -215,3 +266,73 @@ def test_one_table_of_actions_drives_the_checks_and_the_help(tmp_path, capsys):
     listed = capsys.readouterr().out.split("The actions a step may name")[1]
     for name, action in ACTIONS.items():
         assert f"\n  {name} " in listed and action.help.split()[-1] in listed
+
+
+@pytest.mark.parametrize(
+    ("arguments", "error", "said"),
+    [
+        ({"workflow": 5}, TypeError, r"workflow must be a workflow file .* or a Workflow; not int \(5\)"),
+        ({"workflow": None}, TypeError, r"workflow must be a workflow file .*; not NoneType"),
+        ({"workflow": {"steps": []}}, TypeError, r"workflow must be a workflow file .*; not dict"),
+        ({"output": 5}, TypeError, r"output must be a folder \(a str or Path\), .*; not int \(5\)"),
+        ({"output": ""}, ValueError, r"output is empty: give a folder name"),
+        (
+            {"cache": "no"},
+            TypeError,
+            r"cache must be True \(load unchanged steps\), False .*; not str \('no'\)",
+        ),
+    ],
+)
+def test_run_workflow_arguments_it_cannot_use_are_named(tmp_path, monkeypatch, arguments, error, said):
+    monkeypatch.chdir(tmp_path)
+    arguments = {"workflow": _write(tmp_path, HEAD), **arguments}
+    with pytest.raises(error, match=said):
+        run_workflow(**arguments, progress=False)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["data.json", "w.toml"]  # nothing run, no folder
+
+
+def test_warmup_from_a_step_of_another_program_is_refused_before_any_step(tmp_path, monkeypatch):
+    """Found before the nuts step compiled and sampled (it was found after): the programs' parameters, by
+    stanc alone."""
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    monkeypatch.setenv("STANACCEL_CACHE", str(cache))
+    (tmp_path / "other.stan").write_text("parameters { real mu; }\nmodel { mu ~ normal(0, 1); }\n")
+    text = (
+        HEAD.replace('program = "mvn_mean"', 'program = "other.stan"')
+        + GENERATE.replace('"bad"', '"gen"').replace("gp_ard", "mvn_mean")
+        + '[[steps]]\nname = "bad"\naction = "sample"\ndata = "gen"\nmethod = "hmc"\nwarmup_from = "first"\n'
+    )
+    path = _write(tmp_path, text)
+    with pytest.raises(ValueError) as caught:
+        run_workflow(path, output=tmp_path / "out", progress=False)
+    assert str(caught.value) == (
+        f"{path}: step 'bad': warmup_from = 'first' names step 'first', which runs "
+        f"{(tmp_path / 'other.stan').resolve()} (parameters mu); this step runs mvn_mean (parameters theta): "
+        "a warm-up is for the same program (its step size, metric and points are per parameter); take it "
+        "from a step on this program, or leave warmup_from out"
+    )
+    assert not any(cache.iterdir()) and not (tmp_path / "out").exists()
+
+
+def test_the_program_of_each_generator_is_known_before_it_runs():
+    from stanaccel.datasets import GENERATORS, PROGRAMS
+
+    assert {name: generate(name).program for name in GENERATORS} == PROGRAMS
+
+
+@pytest.mark.parametrize("where", ["folder", "latin-1"])
+def test_a_workflow_file_that_is_a_folder_or_not_utf8_is_named(tmp_path, where):
+    path = tmp_path if where == "folder" else tmp_path / "w.toml"
+    if where == "latin-1":
+        path.write_bytes(b'[workflow]\nname = "caf\xe9"\n')
+    with pytest.raises(ValueError if where == "latin-1" else IsADirectoryError) as caught:
+        load_workflow(path)
+    assert (
+        str(caught.value)
+        == {
+            "folder": f"workflow file {path} is a folder: give a workflow .toml file",
+            "latin-1": f"{path}: not UTF-8 text (byte 0xe9 at offset 22); a TOML file is UTF-8: save it "
+            "as UTF-8",
+        }[where]
+    )

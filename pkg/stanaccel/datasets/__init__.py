@@ -30,6 +30,8 @@ class Dataset:
 
 
 GENERATORS = ("gp_ard", "mvn_mean", "logistic", "digits")
+PROGRAMS = {"gp_ard": "gp_ard", "mvn_mean": "mvn_mean", "logistic": "logistic", "digits": "logistic"}
+"""The bundled program each generator's data fit (its :attr:`Dataset.program`), known before it runs."""
 
 
 def generator(name: str) -> Callable[..., Dataset]:

@@ -1,7 +1,9 @@
 """Writing results to disk without losing them.
 
 A run can take hours, so an output path is checked before anything is
-compiled or sampled (:func:`check_writable`). The netCDF file is then made in
+compiled or sampled (:func:`check_writable`; the command line's
+:func:`check_output` also refuses to replace the run's inputs or a file
+that is not netCDF). The netCDF file is then made in
 memory (:func:`netcdf_bytes`: HDF5 never touches the disk) and written with
 plain file writes, beside its path and renamed onto it, so a reader never
 sees it half written. Why in memory: HDF5 writing onto a full disk leaves
@@ -19,25 +21,32 @@ under a name no other write takes. Its caller says where they went.
 from __future__ import annotations
 
 import contextlib
+import errno
 import io
+import json
+import math
 import os
+import shutil
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from stanaccel.atomic import write_bytes
+from stanaccel.atomic import file_kind, write_bytes
 from stanaccel.diagnostics._arviz import az
 from stanaccel.errors import OutputFailed
 
 
 class OutputError(ValueError):
     """An output path cannot be written: a folder, an unwritable place, a missing parent."""
+
+    errno: int | None = None
+    """The disk's error number where the disk failed (full, read-only); None for a path that is wrong."""
 
 
 class OutputWarning(UserWarning):
@@ -62,34 +71,150 @@ class Written:
         return self.path != self.asked
 
 
-def check_writable(path: str | Path) -> Path:
+def check_writable(path: str | Path, what: str = "output") -> Path:
     """Make sure ``path`` can be written as a file, creating its folder if needed.
 
-    Creates and removes a scratch file beside ``path`` (beside the file a
+    Writes and removes a scratch file beside ``path`` (beside the file a
     symbolic link names, which is where the output will go), so a read-only
-    place or a full disk is found now rather than after the run.
+    place or a full disk is found now rather than after the run. A path that
+    names something other than a regular file (a folder, a device such as
+    ``/dev/null``) is refused: an output is renamed onto its path, which
+    would replace it. ``what`` names the file in the messages.
 
     Raises
     ------
     OutputError
-        Naming the path and why it cannot be written.
+        Naming the path and why it cannot be written; its ``errno`` is the
+        disk's error where the disk is full or read-only.
     """
+    if str(path) == "":
+        raise OutputError(f"the {what} path is empty: give a file name, such as fit.nc")
     path = Path(path)
     if path.is_dir():
-        raise OutputError(f"output {path} is a folder; give a file name, such as {path / 'fit.nc'}")
+        raise OutputError(f"{what} {path} is a folder; give a file name, such as {path / 'fit.nc'}")
+    kind = file_kind(path)
+    if kind not in (None, "a regular file"):
+        raise OutputError(
+            f"{what} {path} is {kind}, not a file: an output is written by renaming a new file onto its "
+            "path, which would replace it; give the path of a file"
+        )
     target = Path(os.path.realpath(path))
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        raise OutputError(f"cannot create the folder of output {path}: {exc.strerror or exc}") from exc
+        raise OutputError(f"cannot create the folder of {what} {path}: {exc.strerror or exc}") from exc
     if target.exists() and not os.access(target, os.W_OK):
-        raise OutputError(f"output {path} exists and is not writable")
+        raise OutputError(f"{what} {path} exists and is not writable")
     try:
-        with tempfile.NamedTemporaryFile(dir=target.parent, prefix=f".{target.name}.write-check-"):
-            pass
+        with tempfile.NamedTemporaryFile(dir=target.parent, prefix=f".{target.name}.write-check-") as file:
+            file.write(bytes(SCRATCH_BYTES))
+            file.flush()
+            os.fsync(file.fileno())
     except OSError as exc:
-        raise OutputError(f"cannot write output {path}: {exc.strerror or exc}") from exc
+        raise _unwritable(f"{what} {path}", target.parent, exc) from exc
     return path
+
+
+SCRATCH_BYTES = 65536
+"""Bytes :func:`check_writable` writes beside an output: a disk too full for them is full for any output."""
+
+
+def _unwritable(output: str, folder: Path, error: OSError) -> OutputError:
+    """Why ``output`` cannot be written, where making a file in its ``folder`` failed with ``error``."""
+    if error.errno in (errno.ENOSPC, errno.EDQUOT):
+        free = shutil.disk_usage(folder).free
+        problem = OutputError(
+            f"cannot write {output}: the disk of {folder} is full ({error.strerror}; {free / 1e6:.3g} MB "
+            "free); make room there, or write the output on another disk"
+        )
+    else:
+        problem = OutputError(
+            f"cannot write {output}: its folder {folder} takes no new file ({_reason(error)}); an output is "
+            "written as a new file beside its path and renamed onto it, so give an output in a folder you "
+            "can write to"
+        )
+    problem.errno = error.errno  # the command line's exit status tells a full disk from bad input
+    return problem
+
+
+NETCDF_SIGNATURES = (b"\x89HDF\r\n\x1a\n", b"CDF\x01", b"CDF\x02", b"CDF\x05")
+"""How a netCDF file begins: netCDF-4 (HDF5, as stanaccel writes), or the classic formats."""
+
+
+def check_output(
+    path: str | Path,
+    inputs: Iterable[tuple[str, str | Path | None]],
+    what: str = "output",
+    netcdf: bool = True,
+) -> Path:
+    """:func:`check_writable`, and that writing ``path`` loses nothing the user did not ask to replace.
+
+    Refused: an output that is one of the run's input files (``inputs``: the
+    program, its data, a settings file, an earlier run's file), compared as
+    files (a symbolic link or another spelling of the path is the same file);
+    with ``netcdf``, a file already there that is neither netCDF (an earlier
+    run's output) nor empty.
+
+    Parameters
+    ----------
+    inputs : iterable of (str, path)
+        Each input as (what it is, its path): ``("data file", "data.json")``;
+        a path of None is skipped.
+    what : str
+        What the file is, for the messages: "output", "metrics file".
+
+    Raises
+    ------
+    OutputError
+        Naming the file, the file it would replace, and what to do.
+    """
+    path = check_writable(path, what)
+    for label, given in inputs:
+        if given is not None and _same_file(path, given):
+            shown = "" if str(given) == str(path) else f" ({given})"
+            raise OutputError(
+                f"{what} {path} is the {label}{shown}: writing it would replace your {label}; give another "
+                "output file (-o)"
+            )
+    found = _not_netcdf(path) if netcdf else None
+    if found is not None:
+        raise OutputError(
+            f"{what} {path} exists and is {found}, not a netCDF file of an earlier run: writing the output "
+            f"would replace it; give another output file (-o), or remove {path} first if it is to go"
+        )
+    return path
+
+
+def metrics_file(output: str | Path) -> Path:
+    """Where a run's metrics go beside its netCDF file ``output``: ``fit.nc`` -> ``fit.metrics.json``."""
+    output = Path(output)
+    return output.with_name(output.name.removesuffix(".nc") + ".metrics.json")
+
+
+def _same_file(path: Path, other: str | Path) -> bool:
+    """Whether two paths name one existing file."""
+    try:
+        return os.path.samefile(path, other)
+    except OSError:
+        return False
+
+
+def _not_netcdf(path: Path) -> str | None:
+    """What the file at ``path`` is where it is neither netCDF nor empty ("a text file beginning
+    'data {'"); None for a netCDF file, an empty one, or none."""
+    try:
+        with open(path, "rb") as file:
+            head = file.read(80)
+    except FileNotFoundError:
+        return None
+    except OSError as error:  # what it is cannot be told: it is not replaced
+        return f"a file that cannot be read ({_reason(error)})"
+    if not head or head.startswith(NETCDF_SIGNATURES):
+        return None
+    if b"\0" in head:
+        return "a binary file of another kind"
+    first = head.decode(errors="replace").strip().split("\n")[0]
+    return f"a text file beginning {first[:40]!r}"
 
 
 def netcdf_bytes(idata: az.InferenceData) -> memoryview:
@@ -255,6 +380,28 @@ def _write_new(folder: Path, name: str, payload: bytes | memoryview) -> Path:
 def _reason(error: OSError) -> str:
     """An OSError's reason in words: "No space left on device", not "[Errno 28] ..."."""
     return error.strerror or str(error) or type(error).__name__
+
+
+def json_text(value: Any, indent: int = 2) -> str:
+    """``value`` as strict JSON (:func:`jsonable`), NaN and infinities written as null.
+
+    JSON has no number for them: Python's ``json`` writes a bare ``NaN``,
+    which other readers (JavaScript, ``jq``) refuse. An R-hat or ESS that is
+    not defined (too few draws) is NaN in the metrics, and null in their file.
+    Another value JSON has no type for (a path) is written as its text.
+    """
+    return json.dumps(_finite(jsonable(value)), indent=indent, allow_nan=False, default=str)
+
+
+def _finite(value: Any) -> Any:
+    """``value`` (plain JSON values) with each float that is NaN or infinite made None."""
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_finite(v) for v in value]
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
 
 
 def jsonable(value: Any) -> Any:

@@ -22,8 +22,24 @@ from stanaccel.diagnostics._arviz import az, numpy_path
 
 @numpy_path()
 def summary(idata: az.InferenceData, var_names: list[str] | None = None):
-    """ArviZ's summary table (mean, sd, HDI, MCSE, ESS bulk and tail, R-hat)."""
+    """ArviZ's summary table (mean, sd, HDI, MCSE, ESS bulk and tail, R-hat).
+
+    Raises
+    ------
+    ValueError
+        The posterior has no draws (a run stopped in its warm-up): the message says so.
+    """
+    check_draws(idata.posterior, "summarise")
     return az.summary(idata, var_names=var_names)
+
+
+def check_draws(posterior, what: str) -> None:
+    """Raise ``ValueError`` where ``posterior`` (an ArviZ dataset) has no draws: nothing to ``what``."""
+    if posterior.sizes.get("draw", 0) == 0:
+        raise ValueError(
+            f"no draws to {what}: the run was stopped before its first kept draw (interrupted in its "
+            "warm-up), so the posterior has 0 draws per chain; run it again and let the warm-up finish"
+        )
 
 
 def _flat(dataset) -> dict[str, float]:
@@ -42,6 +58,10 @@ def _flat(dataset) -> dict[str, float]:
             out[f"{name}[{','.join(map(str, labels))}]"] = float(array.values[index])
     return out
 
+
+DRAWS_PER_CHAIN_MIN = 4
+"""Kept draws per chain below which R-hat and ESS are not defined: ArviZ's rank-normalised estimates
+need 4 (split R-hat halves each chain); with fewer they are NaN, and the run is not converged."""
 
 RHAT_MAX = 1.01
 """The largest worst-parameter R-hat of a converged run: Vehtari et al. (2021) recommend
@@ -166,6 +186,7 @@ def convergence_metrics(
         ``warnings``, the reasons.
     """
     posterior = idata.posterior if var_names is None else idata.posterior[var_names]
+    check_draws(posterior, "measure")
     n_chains, n_draws = posterior.sizes["chain"], posterior.sizes["draw"]
     ess_bulk = _flat(az.ess(posterior, method="bulk"))
     ess_tail = _flat(az.ess(posterior, method="tail"))
@@ -237,7 +258,11 @@ def convergence_warnings(metrics: dict[str, Any]) -> list[str]:
     - the mean ``acceptance`` is below :data:`ACCEPTANCE_MIN`: the chains
       hardly moved (the reason names ``step_setting`` to lower, where known);
     - a stage of the run found what the draws cannot show (:func:`finding_warnings`:
-      modes no draw visited, an improper posterior).
+      modes no draw visited, an improper posterior);
+    - R-hat (of more than one chain) or ESS is not defined (NaN, null in
+      ``metrics.json``): fewer than :data:`DRAWS_PER_CHAIN_MIN` kept draws
+      per chain, or draws that never changed. A number that cannot be
+      computed passes no check.
 
     A run of one chain has no R-hat (NaN); its ESS is still checked.
 
@@ -264,6 +289,9 @@ def convergence_warnings(metrics: dict[str, Any]) -> list[str]:
             "every proposal was rejected, so the chains hardly moved; the proposals reach too far: "
             + (lower if step else "make them smaller")
         )
+    undefined = _undefined(metrics, chains)
+    if undefined:
+        reasons.append(undefined)
     rhat = metrics.get("rhat_max")
     if rhat is not None and not math.isnan(rhat) and rhat > RHAT_MAX:
         name = _worst_name(metrics.get("rhat") or {}, rhat)
@@ -298,6 +326,31 @@ def convergence_warnings(metrics: dict[str, Any]) -> list[str]:
     return reasons + finding_warnings(metrics)
 
 
+def _undefined(metrics: dict[str, Any], chains: int) -> str | None:
+    """Why R-hat (of more than one chain) or ESS is not defined, where one is NaN (or null, read back
+    from ``metrics.json``); None where each is a number or not in ``metrics`` at all."""
+    checked = {"bulk ESS": "ess_bulk_min", "tail ESS": "ess_tail_min"}
+    if chains > 1:
+        checked = {"R-hat": "rhat_max", **checked}
+    missing = [name for name, key in checked.items() if key in metrics and _not_a_number(metrics[key])]
+    if not missing:
+        return None
+    draws = metrics.get("draws_per_chain")
+    if draws is not None and draws < DRAWS_PER_CHAIN_MIN:
+        return (
+            f"fewer than {DRAWS_PER_CHAIN_MIN} kept draws per chain ({draws}): R-hat and ESS are not "
+            "defined; run more draws (or thin less)"
+        )
+    return (
+        f"{', '.join(missing)} not defined for any quantity: every quantity kept one value in every "
+        "draw (the chains did not move), so the draws say nothing"
+    )
+
+
+def _not_a_number(value: Any) -> bool:
+    return value is None or (isinstance(value, float) and math.isnan(value))
+
+
 def finding_warnings(metrics: dict[str, Any]) -> list[str]:
     """Why what a stage of the run found contradicts convergence, from the stages' reports in ``metrics``.
 
@@ -305,7 +358,8 @@ def finding_warnings(metrics: dict[str, Any]) -> list[str]:
     show; R-hat and ESS cannot tell. The findings that say so:
 
     - ``modes["unvisited"]``: a cheap warm-up's runs from dispersed starts (Pathfinder's paths, L-BFGS
-      from several starts) ended at separated modes, and no draw of the run came near some of them
+      from several starts), or ``auto``'s modes check of a Stan NUTS run at once (``modes["found_in"]``),
+      ended at separated modes, and no draw of the run came near some of them
       (:func:`~stanaccel.diagnostics.modes.visited_modes_report`): its chains all settled in the others;
     - ``auto["modes"]["unresolved"]``: ``method = "auto"``'s pilots' chains disagreed about the modes,
       and the method it ran cannot move between them (no tempering method could run);
@@ -321,7 +375,8 @@ def finding_warnings(metrics: dict[str, Any]) -> list[str]:
     modes = metrics.get("modes") or {}
     if modes.get("unvisited"):
         reasons.append(
-            f"the warm-up found {modes['modes_found']} separated modes ({modes['found_by']} ended there), "
+            f"{modes.get('found_in', 'the warm-up')} found {modes['modes_found']} separated modes "
+            f"({modes['found_by']} ended there), "
             f"and no draw came near {len(modes['unvisited'])} of them (unconstrained: "
             f"{'; '.join(modes['unvisited'])}): the chains all settled in the others, so their agreement "
             "says nothing; use pt (tempering), which moves between modes"

@@ -46,8 +46,8 @@ slow down with the dimension (4 s for 4 x 500 warm-up draws in 500 dimensions), 
 only the regions' outlines."""
 
 
-def _scale(chains: np.ndarray) -> np.ndarray:
-    """Each coordinate's within-chain sd, pooled over chains (chains, draws, dim) -> (dim,)."""
+def within_chain_sd(chains: np.ndarray) -> np.ndarray:
+    """Each coordinate's within-chain sd, pooled over chains: (chains, draws, dim) -> (dim,), 1 for 0."""
     sd = np.sqrt(np.mean(np.var(chains, axis=1), axis=0))
     return np.where(sd > 0, sd, 1.0)
 
@@ -66,7 +66,7 @@ def chain_regions(chains: np.ndarray) -> list[list[int]]:
     """
     chains = np.asarray(chains, dtype=float)
     n = len(chains)
-    scaled = chains / _scale(chains)
+    scaled = chains / within_chain_sd(chains)
     unit = APART * _spacing(scaled.reshape(-1, scaled.shape[-1]))
     trees = [cKDTree(c) for c in scaled]
     linked = np.eye(n, dtype=bool)
@@ -125,7 +125,7 @@ def beyond_reference(draws: np.ndarray, reference: np.ndarray) -> float:
     """The share of ``draws`` (n, dim) farther than :data:`APART` spacings from every draw of
     ``reference`` (chains, draws, dim)."""
     reference = np.asarray(reference, dtype=float)
-    scale = _scale(reference)
+    scale = within_chain_sd(reference)
     pooled = (reference / scale).reshape(-1, reference.shape[-1])
     distances, _ = cKDTree(pooled).query(np.asarray(draws, dtype=float) / scale)
     return float(np.mean(distances > APART * _spacing(pooled)))
@@ -168,25 +168,27 @@ def unvisited_modes(modes, draws) -> list[int]:
     """
     modes = np.asarray(modes, dtype=float)
     draws = np.asarray(draws, dtype=float)
-    scale = _scale(draws)
+    scale = within_chain_sd(draws)
     flat = draws.reshape(-1, draws.shape[-1])
     flat = flat[:: -(-len(flat) // MAX_DRAWS)]
     _, nearest = cKDTree(modes / scale).query(flat / scale)
     return sorted(set(range(len(modes))) - set(nearest.tolist()))
 
 
-def visited_modes_report(modes, found_by: str, draws, names: list[str]) -> dict:
+def visited_modes_report(
+    modes, found_by: str, draws, names: list[str], found_in: str = "the warm-up"
+) -> dict:
     """Whether the run's ``draws`` (chains, draws, dim) visited every one of ``modes`` (k, dim), the separated
-    modes that ``found_by`` (the warm-up's runs, for the message) ended at.
+    modes that ``found_by`` (the runs of ``found_in``, for the message) ended at.
 
-    Returns ``modes_found`` (k), ``found_by``, ``unvisited`` (where each unvisited mode is: the coordinate,
-    named by ``names``, farthest in sds from the draws' mean, and its value there; empty when every mode
-    was visited) and ``message`` ("" when every mode was visited).
+    Returns ``modes_found`` (k), ``found_by``, ``found_in``, ``unvisited`` (where each unvisited mode is:
+    the coordinate, named by ``names``, farthest in sds from the draws' mean, and its value there; empty
+    when every mode was visited) and ``message`` ("" when every mode was visited).
     """
     modes = np.asarray(modes, dtype=float)
     draws = np.asarray(draws, dtype=float)
     missed = unvisited_modes(modes, draws)
-    mean, scale = draws.reshape(-1, draws.shape[-1]).mean(axis=0), _scale(draws)
+    mean, scale = draws.reshape(-1, draws.shape[-1]).mean(axis=0), within_chain_sd(draws)
     where = []
     for k in missed:
         j = int(np.argmax(np.abs(modes[k] - mean) / scale))
@@ -197,4 +199,5 @@ def visited_modes_report(modes, found_by: str, draws, names: list[str]) -> dict:
         if missed
         else ""
     )
-    return {"modes_found": len(modes), "found_by": found_by, "unvisited": where, "message": message}
+    return {"modes_found": len(modes), "found_by": found_by, "found_in": found_in, "unvisited": where,
+            "message": message}  # fmt: skip

@@ -4,7 +4,8 @@ The page (``report.html`` in the run's output folder) opens in any browser
 without a network: its figures are PNG data URIs, its style is inline CSS,
 and it has no scripts, fonts or links to anywhere. It holds
 
-- the run: workflow, status, versions, each step's status and time;
+- the run: workflow, status (a run in progress, killed, interrupted or
+  failed is said so: :func:`run_state`), versions, each step's status and time;
 - **ESS per second against Stan NUTS**: every sampler step's bulk ESS per
   second with the warm-up, training and tuning charged and without, its
   ratio to the run's Stan NUTS step, worst R-hat, measured bias, a bar
@@ -28,8 +29,10 @@ from __future__ import annotations
 
 import contextlib
 import csv
+import fcntl
 import json
 import math
+import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,11 +40,13 @@ from typing import Any
 
 import numpy as np
 
+from stanaccel.atomic import write_bytes
 from stanaccel.diagnostics import figures
 from stanaccel.diagnostics._arviz import az
 from stanaccel.diagnostics.metrics import (
     INNER_ACCEPTANCE_MIN,
     METHOD_STATISTICS,
+    REJECTED_LABEL,
     SWAP_ACCEPTANCE_MIN,
     combined_statistics,
     evidence_rows,
@@ -58,12 +63,27 @@ NUTS_METHODS = ("stan_nuts", "nuts")
 BIAS_COLUMNS = ("z_max", "mean_error_sd", "sd_ratio_min", "sd_ratio_max", "predictive_error_max")
 
 
+RUN_LOCK = ".stanaccel-run.lock"
+"""The file in an output folder that a run holds locked while it runs, naming its process id
+(:func:`stanaccel.workflow.runner.output_lock`): removed when the run ends, left unlocked by a killed one."""
+RUN_KEYS = ("workflow", "status", "steps")
+"""The keys every ``run.json`` of a stanaccel run has."""
+NUMBERS = (
+    "ess_bulk_min", "ess_tail_min", "ess_min", "rhat_max", "wall_seconds", "sampling_seconds",
+    "ess_per_second", "ess_per_second_sampling", "acceptance", "evaluations", "gradient_evaluations",
+    "divergences", "max_tree_depth_hits", "rejected_by_program", "chains", "draws_per_chain",
+)  # fmt: skip
+"""The metrics the page reads as numbers: another value in ``metrics.json`` makes it unreadable."""
+
+
 @dataclass(frozen=True)
 class Report:
-    """A written report: its file, and the steps it left out, each with a sentence naming the file and why."""
+    """A written report: its file, the steps it left out (each with a sentence naming the file and why),
+    and ``state``: a sentence on a run not done (in progress, killed, interrupted, failed), or ""."""
 
     path: Path
     left_out: dict[str, str]
+    state: str = ""
 
 
 class UnreadableOutput(ValueError):
@@ -97,17 +117,21 @@ def report(output_dir: str | Path, path: str | Path | None = None) -> Report:
         ``output_dir`` is not a folder or holds no ``run.json`` (where a run
         there has not finished its first step yet, the message says so).
     ValueError
-        ``run.json`` is not a run's record, or names a step folder outside ``output_dir``.
+        ``run.json`` is not a run's record, or names a step folder outside
+        ``output_dir``; ``path`` is a folder, does not end in ``.html``, or is
+        a file that is not a page stanaccel wrote (a run's ``posterior.nc``).
     """
     output_dir = Path(output_dir)
     run = _read_run(_run_file(output_dir))
+    path = Path(path) if path is not None else output_dir / "report.html"
+    check_target(path)
     steps = [s for s in run.get("steps", []) if s.get("action") != "report"]
     missing = missing_outputs(output_dir, run)
     unreadable: dict[str, str] = {}
     samplers = []
     for step in steps:
         if _is_sampler(output_dir / step["name"]):
-            with _leaving_out(step, unreadable):
+            with _leaving_out(step, unreadable, output_dir):
                 samplers.append(_load_sampler(output_dir / step["name"], step))
     samplers = [s for s in samplers if s is not None]
     nuts = next((s for s in samplers if s["is_nuts"]), None)
@@ -120,13 +144,19 @@ def report(output_dir: str | Path, path: str | Path | None = None) -> Report:
             and not _is_sampler(output_dir / step["name"])
             and step["name"] not in missing
         ):
-            with _leaving_out(step, unreadable):
+            with _leaving_out(step, unreadable, output_dir):
                 studies.append(_load_study(output_dir / step["name"], step))
+    state = run_state(output_dir, run)
+    shown = list(steps)
+    if state and run.get("status") == "running" and run.get("running_step"):
+        doing = "running" if state.startswith("run in progress") else "killed while running"
+        shown.append({**STEP_DEFAULTS, "name": run["running_step"], "status": doing})
     html = _render(
         {
             "run": run,
+            "state": state,
             "output_dir": str(output_dir),
-            "steps": steps,
+            "steps": shown,
             "missing": list(missing.values()),
             "unreadable": list(unreadable.values()),
             "samplers": samplers,
@@ -138,10 +168,109 @@ def report(output_dir: str | Path, path: str | Path | None = None) -> Report:
             "summary_rows": SUMMARY_ROWS,
         }
     )
-    path = Path(path) if path is not None else output_dir / "report.html"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(html, encoding="utf-8")
-    return Report(path, {**missing, **unreadable})
+    write_bytes(path, html.encode("utf-8"))  # whole or not at all: a stopped write leaves the last page
+    return Report(path, {**missing, **unreadable}, state)
+
+
+def check_target(path: Path) -> None:
+    """Refuse a report's file that is a folder, does not end in ``.html``, or is another file than a
+    report page: a run's ``posterior.nc`` or ``run.json`` would be lost under the page.
+
+    Raises
+    ------
+    ValueError
+        Naming the path and what to give instead.
+    """
+    if path.is_dir():
+        raise ValueError(f"{path} is a folder: give the report's file name, such as {path / 'report.html'}")
+    if path.suffix != ".html":
+        raise ValueError(f"{path}: the report is an HTML page: give a file name ending in .html")
+    if path.exists() and not is_report(path):
+        raise ValueError(
+            f"{path} exists and is not a report page that stanaccel wrote, and the report would overwrite "
+            "it: give another file name"
+        )
+
+
+def is_report(path: Path) -> bool:
+    """Whether ``path`` is a page that :func:`report` wrote (its title says so)."""
+    try:
+        with open(path, "rb") as handle:
+            head = handle.read(4096)
+    except OSError:
+        return False
+    return b"<title>stanaccel report: " in head
+
+
+def run_state(output_dir: Path, run: dict[str, Any]) -> str:
+    """A sentence on a run that ``run.json`` does not record as done, or "" for a done run (or a run
+    whose report step is writing this page).
+
+    A run records ``running`` (and the step it runs) while it runs, and holds
+    its lock file (:data:`RUN_LOCK`, which names its process id) locked: where
+    the lock is free, the run was killed (SIGKILL, a power cut) before it
+    could record its end.
+    """
+    status, step = run.get("status"), run.get("running_step")
+    if status == "interrupted":
+        return (
+            f"the run was interrupted during step {run.get('interrupted_step')!r}: run the workflow again to "
+            "continue it (its later steps did not run)"
+        )
+    if status == "failed":
+        name = run.get("failed_step")
+        failed = next((s for s in run["steps"] if s.get("status") == "failed"), {})
+        error = str(failed.get("error", "no error recorded")).removeprefix(f"step {name!r}: ")
+        return f"the run failed at step {name!r}: {error}"
+    if status != "running":
+        return ""
+    held, pid = _lock_state(output_dir / RUN_LOCK)
+    if held:
+        if pid == str(os.getpid()):
+            return ""  # a report step of the run itself
+        during = f", step {step!r}" if step else ""
+        return (
+            f"run in progress (pid {pid}{during}): the page covers the steps done so far; report again when "
+            "it ends"
+        )
+    where = f" during step {step!r}" if step else ""
+    if not (output_dir / RUN_LOCK).exists():  # a run that ended removed it, but could not record how
+        return (
+            f"the run is no longer running, and ended{where} without recording how (a full disk? its "
+            "console said why); run the workflow again to continue"
+        )
+    who = f" (pid {pid})" if pid else ""
+    return f"the run{who} is no longer running: it was killed{where}; run the workflow again to continue"
+
+
+def _lock_state(lock: Path) -> tuple[bool, str]:
+    """Whether a run holds ``lock`` locked, and the process id it names ("" where none)."""
+    try:
+        handle = open(lock)  # noqa: SIM115 (closed below)
+    except OSError:
+        return False, ""
+    with handle:
+        pid = handle.read().strip()
+        try:
+            fcntl.flock(handle, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True, pid
+        fcntl.flock(handle, fcntl.LOCK_UN)
+        return False, pid
+
+
+def run_record_problem(run_file: Path) -> str | None:
+    """Why ``run_file`` is not the ``run.json`` of a stanaccel run (not JSON, not a table of its keys),
+    or None."""
+    try:
+        run = json.loads(run_file.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
+        return f"it is not valid JSON: {error}"
+    if not isinstance(run, dict) or any(key not in run for key in RUN_KEYS):
+        return f"it is not a table with the keys {', '.join(RUN_KEYS)}"
+    if not isinstance(run["steps"], list):
+        return "its steps are not a list"
+    return None
 
 
 SAMPLER_ACTIONS = ("nuts", "sample")
@@ -149,19 +278,32 @@ SAMPLER_FILES = ("posterior.nc", "metrics.json")
 
 
 @contextlib.contextmanager
-def _leaving_out(step: dict[str, Any], unreadable: dict[str, str]) -> Iterator[None]:
-    """Record a step whose files cannot be read (:class:`UnreadableOutput`) as left out, and go on."""
+def _leaving_out(step: dict[str, Any], unreadable: dict[str, str], output_dir: Path) -> Iterator[None]:
+    """Record a step whose files cannot be read (:class:`UnreadableOutput`), or hold values of kinds
+    stanaccel does not write (a text where a number goes), as left out, and go on."""
     try:
         yield
     except UnreadableOutput as error:
-        unreadable[step["name"]] = (
-            f"step {step['name']!r} is left out: {error}; delete it and run the workflow again to write it"
+        why = str(error)
+    except (TypeError, ValueError, KeyError, AttributeError, IndexError) as error:
+        why = (
+            f"the files in {output_dir / step['name']} hold values stanaccel did not write there ({error!r})"
         )
+    else:
+        return
+    unreadable[step["name"]] = (
+        f"step {step['name']!r} is left out: {why}; delete it and run the workflow again to write it"
+    )
 
 
 def _run_file(output_dir: Path) -> Path:
     """``output_dir / "run.json"``; FileNotFoundError saying why where it is not there."""
     run_file = output_dir / "run.json"
+    if output_dir.is_file():
+        raise NotADirectoryError(
+            f"{output_dir} is a file, not an output folder: give the output folder of `stanaccel run`"
+            + _workflow_output(output_dir)
+        )
     if not output_dir.is_dir():
         raise FileNotFoundError(f"output folder not found: {output_dir}")
     if not run_file.is_file() and (output_dir / "workflow.toml").is_file():
@@ -174,6 +316,20 @@ def _run_file(output_dir: Path) -> Path:
     if not run_file.is_file():
         raise FileNotFoundError(f"{output_dir} holds no run.json; give the output folder of `stanaccel run`")
     return run_file
+
+
+def _workflow_output(path: Path) -> str:
+    """Where a workflow file writes its run (" (that workflow's is OUT)"), for a message; "" where
+    ``path`` is no workflow file naming one."""
+    import tomllib
+
+    try:
+        output = tomllib.loads(path.read_text(encoding="utf-8")).get("workflow", {}).get("output")
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError, AttributeError):
+        return ""
+    if not isinstance(output, str) or not output:
+        return ""
+    return f" (the workflow {path} writes its run in {output})"
 
 
 def _read_run(run_file: Path) -> dict[str, Any]:
@@ -197,7 +353,16 @@ def _read_run(run_file: Path) -> dict[str, Any]:
                 f"{run_file} is not the record of a stanaccel run: step name {name!r} is not a folder "
                 "of the output folder"
             )
+        for key, value in STEP_DEFAULTS.items():  # a record cut short, or of an older stanaccel
+            step.setdefault(key, value)
+    run.setdefault("workflow", run_file.parent.name)
+    run.setdefault("status", "not recorded")
+    run.setdefault("seed", None)
     return run
+
+
+STEP_DEFAULTS = {"action": "", "status": "not recorded", "seed": None, "seconds": None, "cached": False}
+"""What the page shows of a step whose entry in ``run.json`` lacks a key."""
 
 
 def _read_json(path: Path) -> Any:
@@ -257,6 +422,14 @@ def _load_sampler(folder: Path, step: dict[str, Any]) -> dict[str, Any] | None:
         return None
     if "ess_bulk_min" not in metrics:
         raise UnreadableOutput(f"{folder / 'metrics.json'} is not the metrics of a sampler (no ess_bulk_min)")
+    for key in NUMBERS:
+        value = metrics.get(key)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int | float)):
+            raise UnreadableOutput(
+                f"{folder / 'metrics.json'} holds {key} = {value!r}, which is not a number"
+            )
+    if not isinstance(metrics.get("warnings", []), list):
+        raise UnreadableOutput(f"{folder / 'metrics.json'} holds warnings that are not a list")
     idata = _read_netcdf(folder / "posterior.nc")
     method = metrics.get("method", "")
     is_nuts = method in NUTS_METHODS
@@ -265,7 +438,6 @@ def _load_sampler(folder: Path, step: dict[str, Any]) -> dict[str, Any] | None:
     if sampling is None and is_nuts:
         sampling = wall * _nuts_sampling_share(idata)
     sampling = float(sampling) if sampling is not None else wall
-    charged = metrics.get("charged_seconds") or {}
     table = summary(idata)
     prefix = convergence_by_prefix(idata, wall_seconds=wall, sampling_seconds=sampling)
     ess_sampling = metrics.get(
@@ -273,7 +445,6 @@ def _load_sampler(folder: Path, step: dict[str, Any]) -> dict[str, Any] | None:
     )
     if "warnings" not in metrics:  # written before stanaccel judged convergence
         judge(metrics)
-    unreliable = "" if metrics["converged"] else " (unreliable: not converged)"
     statistics, levels = _kernel_statistics(folder / "statistics.json", metrics.get("schedule"))
     return {
         "step": step["name"],
@@ -291,32 +462,7 @@ def _load_sampler(folder: Path, step: dict[str, Any]) -> dict[str, Any] | None:
         "rhat_max": metrics.get("rhat_max"),
         "converged": bool(metrics["converged"]),
         "warnings": list(metrics["warnings"]),
-        "metrics": [
-            ("ESS bulk (worst parameter)", metrics.get("ess_bulk_min")),
-            ("ESS tail (worst parameter)", metrics.get("ess_tail_min")),
-            ("R-hat (worst parameter)", metrics.get("rhat_max")),
-            ("wall time (s), all charges included", wall),
-            ("sampling time (s)", sampling),
-            *[(f"charged: {k} (s)", v) for k, v in charged.items()],
-            (
-                "ESS (min of bulk and tail) per second, charges included" + unreliable,
-                metrics.get("ess_per_second"),
-            ),
-            ("ESS (min of bulk and tail) per second, sampling only" + unreliable, ess_sampling),
-            ("acceptance (mean)", metrics.get("acceptance", _mean_acceptance(idata))),
-            ("evaluations", metrics.get("evaluations", metrics.get("gradient_evaluations"))),
-            *([("divergences", metrics["divergences"])] if "divergences" in metrics else []),
-            *(
-                [
-                    (
-                        f"transitions at the largest tree depth ({metrics.get('max_depth')})",
-                        metrics["max_tree_depth_hits"],
-                    )
-                ]
-                if "max_tree_depth_hits" in metrics
-                else []
-            ),
-        ],
+        "metrics": _metric_rows(metrics, idata, wall, sampling, ess_sampling),
         "statistics": statistics + evidence_rows(metrics),
         "levels": levels,
         "auto": _auto_table(metrics.get("auto")),
@@ -330,6 +476,43 @@ def _load_sampler(folder: Path, step: dict[str, Any]) -> dict[str, Any] | None:
         "rank": figures.data_uri(figures.rank_figure(idata)),
         "plotted": figures.plotted_coords(idata)[1],
     }
+
+
+def _metric_rows(
+    metrics: dict[str, Any], idata, wall: float, sampling: float, ess_sampling: float
+) -> list[tuple[str, Any]]:
+    """The rows of a sampler step's metrics table: ESS, R-hat, times and charges, ESS per second (marked
+    unreliable where the run has not converged), acceptance, evaluations, divergences, proposals the
+    program rejected and transitions at the largest tree depth."""
+    unreliable = "" if metrics["converged"] else " (unreliable: not converged)"
+    charged = metrics.get("charged_seconds") or {}
+    return [
+        ("ESS bulk (worst parameter)", metrics.get("ess_bulk_min")),
+        ("ESS tail (worst parameter)", metrics.get("ess_tail_min")),
+        ("R-hat (worst parameter)", metrics.get("rhat_max")),
+        ("wall time (s), all charges included", wall),
+        ("sampling time (s)", sampling),
+        *[(f"charged: {k} (s)", v) for k, v in charged.items()],
+        (
+            "ESS (min of bulk and tail) per second, charges included" + unreliable,
+            metrics.get("ess_per_second"),
+        ),
+        ("ESS (min of bulk and tail) per second, sampling only" + unreliable, ess_sampling),
+        ("acceptance (mean)", metrics.get("acceptance", _mean_acceptance(idata))),
+        ("evaluations", metrics.get("evaluations", metrics.get("gradient_evaluations"))),
+        *([("divergences", metrics["divergences"])] if "divergences" in metrics else []),
+        *([(REJECTED_LABEL, metrics["rejected_by_program"])] if metrics.get("rejected_by_program") else []),
+        *(
+            [
+                (
+                    f"transitions at the largest tree depth ({metrics.get('max_depth')})",
+                    metrics["max_tree_depth_hits"],
+                )
+            ]
+            if "max_tree_depth_hits" in metrics
+            else []
+        ),
+    ]
 
 
 AUTO_COLUMNS = (

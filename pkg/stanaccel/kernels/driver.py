@@ -40,6 +40,7 @@ from stanaccel.kernels.checkpoint import ChainCheckpoint, fingerprint
 from stanaccel.kernels.state import UndefinedStartError
 from stanaccel.progress import ChainBars
 from stanaccel.results import Quantities, Result
+from stanaccel.signals import refuse_after_stop
 
 FAILURES_BEFORE_WARNING = 100
 """Failed steps in a row after which a chain warns. A healthy chain near the edge
@@ -61,15 +62,40 @@ class CheckpointWarning(UserWarning):
     """A checkpoint was found but not resumed from (another run's, or unreadable)."""
 
 
-def warn_failing(chain: int, failures: int) -> None:
-    """Warn that ``chain`` has failed ``failures`` steps in a row, and why that happens."""
-    warnings.warn(
+STEP_SETTINGS = ("step_size", "scale")
+"""The attributes, named as the settings, by which a kernel sets how far a proposal moves (HMC's and
+MALA's step size, the random walk's scale)."""
+
+
+def warn_failing(chain: int, failures: int, kernel: Any = None, info: Any = None) -> None:
+    """Warn that ``chain`` has failed ``failures`` steps in a row, and why that happens.
+
+    Where the last failure is a proposal that moved (``info``; an HMC trajectory of one leapfrog step
+    or more) from the chain's point, where the density is defined, and ``kernel`` moves by a step size
+    or scale (:data:`STEP_SETTINGS`), that setting is named first: a step far too large (a warm-up of
+    a few iterations leaves one) lands where the density overflows or is undefined, every time.
+    """
+    head = (
         f"chain {chain}: {failures} proposals in a row failed (the log density or its gradient was "
-        "undefined at each), so the chain is not moving. Likely causes: NaN or infinity in the data, "
-        "a start point at the edge of the support, or a step size or proposal scale too large.",
-        FailingDensityWarning,
-        stacklevel=2,
+        "undefined at each), so the chain is not moving."
     )
+    moved = info is not None and info.details.get("n_steps", 1) > 0
+    name = next((n for n in STEP_SETTINGS if isinstance(getattr(kernel, n, None), int | float)), None)
+    if moved and name is not None:
+        size = float(getattr(kernel, name))
+        message = (
+            f"{head} Each moved from the chain's point, where the density is defined, to one where it is "
+            f"not (it overflowed to infinity, was NaN, or the program rejected it): the likeliest cause is a "
+            f"step size far too large for this posterior ({name} = {size:.3g}). Lower {name} (try "
+            f"{size / 10:.3g}), or, where a warm-up adapted it, give the warm-up more iterations. Other "
+            "causes: NaN or infinity in the data, a start point at the edge of the support."
+        )
+    else:
+        message = (
+            f"{head} Likely causes: NaN or infinity in the data, a start point at the edge of the support, "
+            "or a step size or proposal scale too large."
+        )
+    warnings.warn(message, FailingDensityWarning, stacklevel=2)
 
 
 @dataclass
@@ -97,6 +123,9 @@ class KernelRun(Result):
     summaries : list
         Each chain's kernel summary (tempering diagnostics), if the kernel has one.
     interrupted : bool
+    dropped_draws : int
+        Of a stopped run, the draws that chains made beyond the slowest chain's, all chains
+        together: dropped to keep the chains equal.
     constrained : dict of ndarray (chains, draws, ...), optional
         The posterior group's named values (``constrain`` of the draws): for a
         Stan program its parameters, transformed parameters and generated
@@ -128,6 +157,7 @@ class KernelRun(Result):
     sampler: str
     summaries: list = field(default_factory=list)
     interrupted: bool = False
+    dropped_draws: int = 0
     constrained: dict[str, np.ndarray] | None = None
     log_likelihood: dict[str, np.ndarray] | None = None
     quantities_failed: np.ndarray | None = None
@@ -263,6 +293,8 @@ def run_chains(
     ------
     UndefinedStartError
         A chain's start point has no defined log density (the message names the chain).
+    KeyboardInterrupt
+        A stop signal came before (:func:`stanaccel.signals.refuse_after_stop`): no chain starts.
 
     Warns
     -----
@@ -281,6 +313,7 @@ def run_chains(
     values starts empty in a resumed run, which changes evaluation counts,
     never draws.
     """
+    refuse_after_stop(f"the chains of {name}" if name else "the chains")
     if checkpoint_seconds is None:
         checkpoint_seconds = float(os.environ.get("STANACCEL_CHECKPOINT_SECONDS", CHECKPOINT_SECONDS))
     starts = np.atleast_2d(np.asarray(initial_positions, dtype=float))
@@ -382,7 +415,7 @@ def run_chains(
                 n_failed[c] += info.failed
                 in_a_row = in_a_row + 1 if info.failed else 0
                 if in_a_row == FAILURES_BEFORE_WARNING and not warned:
-                    warn_failing(c, in_a_row)
+                    warn_failing(c, in_a_row, kernel, info)
                     warned = True
             positions[c, d] = state.position
             if record is not None:
@@ -450,6 +483,7 @@ def run_chains(
         sampler=label,
         summaries=[summary for summary, keep in zip(summaries, ran, strict=True) if keep],
         interrupted=interrupted,
+        dropped_draws=int(np.sum(done[ran] - kept)),
         **quantity_fields(constrain(positions) if constrain is not None else None),
         recorded=np.array([r[:kept] for r in recorded]) if record is not None else None,
         resumed_draws=np.array([0 if r is None else r.done for r in resumes])[ran],

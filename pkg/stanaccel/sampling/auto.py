@@ -92,7 +92,7 @@ from scipy.stats import norm
 from stanaccel.diagnostics import reference_z_scores, worst_ess, worst_rhat
 from stanaccel.diagnostics.funnel import Funnel, find_funnel
 from stanaccel.diagnostics.metrics import ess_by_coordinate, split_rhat
-from stanaccel.diagnostics.modes import mode_gap, visited_modes_report
+from stanaccel.diagnostics.modes import mode_gap, visited_modes_report, within_chain_sd
 from stanaccel.errors import ConfigError
 from stanaccel.executors import SerialExecutor
 from stanaccel.observations import Observations
@@ -113,15 +113,19 @@ from stanaccel.sampling.run import SEEDS, run_nuts, run_sampler
 from stanaccel.sampling.warmup import (
     BORROWED,
     DENSE_MAX_DIM,
+    MODE_STARTS,
     averaged_step,
     cheap_warm_up,
     checkpoint_part,
+    mirrored_starts,
+    modes_apart,
     nuts_warm_up,
     step_size_fit,
 )
 from stanaccel.seeds import spawn_seed, spawn_seeds
 from stanaccel.stan.errors import StanError
 from stanaccel.stan.nuts import NutsFit, WarmupState
+from stanaccel.stan.optimize import modes_from_starts
 from stanaccel.stan.provenance import Provenance
 
 NUTS_PILOT_STEP = 30
@@ -217,6 +221,10 @@ CHECK_RHAT = 1.05
 """... and where the worst R-hat of those draws is above this, its chains disagree (they have not mixed,
 or drift: on posteriordb's one_comp_mm_elim_abs a DC of R-hat 1.08 at the check made an ESS of 8 in
 full), so the choice is made again without it."""
+
+MODES_CHECK_MAX_DIM = 1000
+"""Up to this many parameters Stan's NUTS run at once has the Laplace warm-up's modes check
+(:func:`_check_modes`): its L-BFGS runs each compute a dim x dim Hessian (2 dim gradients)."""
 
 WARMUPS_TRIED = ("laplace", "pathfinder")
 """The cheap warm-ups tried in turn for the shared warm-up; NUTS's warm-up if both fail their checks."""
@@ -441,6 +449,7 @@ class _Stop:
         self.first: dict[int, tuple[float, int]] = {}
         self.last: dict[int, tuple[float, int]] = {}
         self.lost = ""
+        self.asked = False  # whether it stopped the chains: an interrupted run it did not stop was stopped
 
     @property
     def seconds_per_draw(self) -> float:
@@ -454,6 +463,10 @@ class _Stop:
         return max(rates) / self.chains if rates else float("nan")
 
     def __call__(self, chain: int, done: int) -> bool:
+        self.asked = self._ends(chain, done) or self.asked
+        return self.asked
+
+    def _ends(self, chain: int, done: int) -> bool:
         now = time.perf_counter()
         began, before = self.first.setdefault(chain, (now, done))
         self.last[chain] = (now, done)
@@ -513,7 +526,10 @@ def _sample_auto(
     if quick:
         result = _nuts_at_once(quick, model, auto, seed, seeds, progress, say, checkpoint, start)
         rhat = split_rhat(_unconstrained(result))
-        if result.interrupted or not rhat > CHECK_RHAT:  # a stopped run keeps its draws, and stops
+        if result.interrupted:  # a stopped run keeps its draws, and stops
+            return result
+        if not rhat > CHECK_RHAT:
+            _check_modes(result, model, seeds["warmup"], say)
             return result
         say(f"auto: Stan's NUTS did not mix (R-hat {rhat:.3g}, above {CHECK_RHAT:g}): its "
             f"{time.perf_counter() - start:.1f} s are charged, and the others are piloted")  # fmt: skip
@@ -743,11 +759,13 @@ def _nuts_at_once(why, model, auto, seed, seeds, progress, say, checkpoint, star
     as on posteriordb's ``arma11`` from some of Stan's random starts),
     :func:`sample_auto` goes on to the warm-up and the pilots, this run's
     seconds charged; its checkpoint is a part of its own so that NUTS's
-    later run cannot resume these draws.
+    later run cannot resume these draws. It is said as tried first, not
+    chosen: the choice is the reason recorded, and said, once it is kept.
     """
     method = next(spec.name for spec in METHODS.values() if spec.auto == "own-warmup")
     line = f"auto: chose {method}: {why}"
-    say(line)
+    say(f"auto: trying {method} first: {why}; it is kept if its chains agree (split R-hat up to "
+        f"{CHECK_RHAT:g})")  # fmt: skip
     checked = time.perf_counter() - start
     config = make_config(method, {"chains": auto.chains, "draws": auto.draws})
     result = run_nuts(config, model, model.name.removesuffix("_model"), seed, seeds, None, progress, say,
@@ -759,6 +777,51 @@ def _nuts_at_once(why, model, auto, seed, seeds, progress, say, checkpoint, star
         "warmup": {}, "modes": {}, "funnel": None, "skipped": {}, "pilots": [],
     }  # fmt: skip
     return result
+
+
+def _check_modes(result: SampleResult, model, seed: int, say) -> None:
+    """The Laplace warm-up's modes check, on Stan's NUTS run at once: L-BFGS from
+    :data:`~stanaccel.sampling.warmup.MODE_STARTS` mirrored starts (the Laplace warm-up's, at its seed),
+    and where it ends at separated modes (:func:`~stanaccel.sampling.warmup.modes_apart`, in the draws'
+    within-chain sds), whether NUTS's draws came near each. Chains that all settled in one of two modes
+    agree (R-hat near 1), and only this tells. Sets ``reports["modes"]`` (what the verdict reads), its
+    seconds charged as part of "auto check"; none above :data:`MODES_CHECK_MAX_DIM` parameters.
+    """
+    start = time.perf_counter()
+    if model.dim > MODES_CHECK_MAX_DIM:
+        result.reports["modes"] = {"not_checked": f"{model.dim} parameters, above {MODES_CHECK_MAX_DIM}"}
+        return
+    draws = _unconstrained(result)
+    try:
+        starts = mirrored_starts(model, MODE_STARTS, seed)
+        modes = modes_from_starts(model, MODE_STARTS, inits=starts, seed=seed, jacobian=True)
+    except StanError as error:  # L-BFGS ran off (improper) or failed: no modes to compare
+        modes, why = [], " ".join(str(error).split())[:200]
+    except KeyboardInterrupt:  # NUTS's draws are complete: keep them, unchecked
+        modes, why = [], "stopped (Ctrl-C)"
+    else:
+        why = "" if len(modes) > 1 else f"{len(modes)} of {MODE_STARTS} L-BFGS runs ended, none to compare"
+    found: dict[str, Any] = {}
+    if len(modes) > 1:
+        best = int(np.argmax([m.log_density for m in modes]))
+        runs = f"L-BFGS from {len(modes)} starts"
+        modes_apart(model, runs, "NUTS", [m.point for m in modes], best, within_chain_sd(draws), found)
+    if found.get("mode_points"):
+        names = [_bracketed(name) for name in model.param_unc_names()]
+        report = visited_modes_report(found["mode_points"], found["mode_runs"], draws, names,
+                                      found_in="auto's modes check")  # fmt: skip
+    else:
+        report = {"modes_found": min(len(modes), 1), "message": ""}
+        if why:
+            report["not_checked"] = why
+    seconds = time.perf_counter() - start
+    report.update(
+        {key: found[key] for key in ("mode_separation", "mode_barrier", "mode_points") if key in found}
+    )
+    result.reports["modes"] = {**report, "seconds": seconds}
+    result.charged_seconds["auto check"] = result.charged_seconds.get("auto check", 0.0) + seconds
+    if report["message"]:
+        say(f"modes: {report['message']}")
 
 
 def _order(spec: MethodSpec) -> int:
@@ -959,6 +1022,8 @@ def _pilot(spec, settings, model, data, adaptation, warm_seconds, auto, seed, se
             pilot.pilot_seconds = time.perf_counter() - start
             say(f"auto: the pilot of {pilot.label} failed ({pilot.note}); it is not a candidate")
             return pilot
+        if result.interrupted and not stop.asked:  # Ctrl-C or a stop signal, not the race: the run stops
+            raise KeyboardInterrupt(f"stopped during the pilot of {pilot.label}")
         if draws == stages[0]:
             pilot.setup_seconds = sum(result.charged_seconds.values())
             pilot.label = method_label(result.config)

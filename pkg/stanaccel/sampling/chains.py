@@ -20,6 +20,7 @@ from __future__ import annotations
 import copy
 import time
 import uuid
+import warnings
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -33,6 +34,10 @@ from stanaccel.kernels.driver import quantity_fields
 ARRAYS = ("positions", "accepted", "acceptance_probability", "divergent", "failed")
 OPTIONAL = ("recorded", "quantities_failed")  # arrays a run may lack (None)
 GROUPS = ("constrained", "log_likelihood")  # dicts of arrays, stored as "group.name"
+
+
+class LostChainsWarning(UserWarning):
+    """Chains of a stopped run on an executor were lost: their worker processes died."""
 
 
 @dataclass
@@ -101,6 +106,10 @@ class ChainTask:
     stop_file : str or None
         The executor's :attr:`~stanaccel.executors.Executor.stop_file`: when it
         is there, the chain ends at its next draw and returns what it has.
+    began_file : str or None
+        Made when the chain begins (beside the stop file): Dask runs a task
+        again when its worker died, and the task run again after a stop
+        tells by it that the chain had begun, its draws lost with the worker.
     """
 
     factory: Any
@@ -112,6 +121,14 @@ class ChainTask:
     scratch: str | None = None
     thin: int = 1
     stop_file: str | None = None
+    began_file: str | None = None
+
+
+@dataclass
+class LostChain:
+    """What a chain task run again after a stop returns where its chain had begun: its worker died."""
+
+    chain: int
 
 
 @dataclass
@@ -122,13 +139,17 @@ class ChainOutcome:
     densities: list[dict[str, Any]] = field(default_factory=list)
 
 
-def run_chain(task: ChainTask) -> ChainOutcome | None:
+def run_chain(task: ChainTask) -> ChainOutcome | LostChain | None:
     """Run one chain of a kernel run (see :class:`ChainTask`), where the executor puts it.
 
-    None for a chain whose run was stopped before it began (a task that waited for a free worker).
+    None for a chain whose run was stopped before it began (a task that waited for a free worker);
+    a :class:`LostChain` where it had begun, on a worker that died (Dask then runs its task again).
     """
+    began = None if task.began_file is None else Path(task.began_file)
     if stop_requested(task.stop_file, every=0)():
-        return None
+        return LostChain(task.chain) if began is not None and began.exists() else None
+    if began is not None:
+        began.touch()
     factory = copy.copy(task.factory)  # its own record of densities, also where tasks share one factory
     factory.densities = []
     run = run_chains(
@@ -155,23 +176,35 @@ def run_chains_on(
     chains that made draws, each cut to the fewest draws of any, and says
     it was interrupted. Where the executor has no stop file, or the chains
     do not end in time (:data:`~stanaccel.executors.STOP_GRACE`),
-    ``KeyboardInterrupt`` is raised and nothing is kept.
+    ``KeyboardInterrupt`` is raised and nothing is kept. Chains whose
+    workers died (their draws with them) are named in a warning, or in the
+    ``KeyboardInterrupt``'s message where no chain has draws.
     """
     chains = len(starts)
     sequences = np.random.SeedSequence(seed).spawn(chains)
     scratch = None if executor.scratch is None else str(executor.scratch)
     stop_file = None if executor.stop_file is None else str(executor.stop_file)
+    began = [None] * chains
+    if stop_file is not None:
+        run_id = uuid.uuid4().hex
+        began = [str(Path(stop_file).with_name(f"began-{run_id}-{c}")) for c in range(chains)]
     tasks = [
-        ChainTask(factory, starts[c], draws, c, sequences[c], name, scratch, thin, stop_file)
+        ChainTask(factory, starts[c], draws, c, sequences[c], name, scratch, thin, stop_file, began[c])
         for c in range(chains)
     ]
     start = time.perf_counter()
-    outcomes = executor.map(run_chain, tasks, keep_on_stop=True)
+    try:
+        outcomes = executor.map(run_chain, tasks, keep_on_stop=True)
+    finally:
+        for path in began:
+            if path is not None:
+                Path(path).unlink(missing_ok=True)
     wall = time.perf_counter() - start
-    outcomes = [outcome for outcome in outcomes if outcome is not None]  # None: stopped before it began
+    lost = [outcome.chain for outcome in outcomes if isinstance(outcome, LostChain)]
+    outcomes = [outcome for outcome in outcomes if isinstance(outcome, ChainOutcome)]  # None: had not begun
     runs = [restore(outcome.run) for outcome in outcomes]
     if len(runs) < chains or any(r.interrupted for r in runs):
-        runs = _cut_to_the_shortest([r for r in runs if r.positions.shape[1] > 0])
+        runs = _cut_to_the_shortest([r for r in runs if r.positions.shape[1] > 0], lost)
     run = combine(runs, wall)
     if constrain is not None:  # after the map, as run_chains does: not in the wall time
         run = replace(run, **quantity_fields(constrain(run.positions)))
@@ -179,10 +212,24 @@ def run_chains_on(
     return run, densities
 
 
-def _cut_to_the_shortest(runs: list[KernelRun]) -> list[KernelRun]:
-    """Stopped chains, each cut to the draws they all have (as :func:`run_chains` keeps them)."""
+def _cut_to_the_shortest(runs: list[KernelRun], lost: list[int]) -> list[KernelRun]:
+    """Stopped chains, each cut to the draws they all have (as :func:`run_chains` keeps them).
+
+    ``lost``: the chains whose workers died, their draws with them (a
+    warning names them; the stop's message, where no chain is left).
+    """
+    died = ""
+    if len(lost) == 1:
+        died = f"the worker process of chain {lost[0]} died (killed, or out of memory), its draws with it"
+    elif lost:
+        which = ", ".join(map(str, lost))
+        died = (
+            f"the worker processes of chains {which} died (killed, or out of memory), their draws with them"
+        )
     if not runs:
-        raise KeyboardInterrupt("the chains were stopped before their first draw")
+        raise KeyboardInterrupt(died or "the chains were stopped before their first draw")
+    if died:
+        warnings.warn(f"{died}; the other chains' draws are kept", LostChainsWarning, stacklevel=3)
     kept = min(r.positions.shape[1] for r in runs)
 
     def cut(run: KernelRun) -> KernelRun:
@@ -190,7 +237,10 @@ def _cut_to_the_shortest(runs: list[KernelRun]) -> list[KernelRun]:
         optional = {k: None if getattr(run, k) is None else getattr(run, k)[:, :kept] for k in OPTIONAL}
         return replace(run, **{k: getattr(run, k)[:, :kept] for k in ARRAYS}, **optional, **groups)
 
-    return [replace(cut(run), interrupted=True) for run in runs]
+    def dropped(run: KernelRun) -> int:
+        return run.dropped_draws + run.positions.shape[0] * (run.positions.shape[1] - kept)
+
+    return [replace(cut(run), interrupted=True, dropped_draws=dropped(run)) for run in runs]
 
 
 def combine(runs: list[KernelRun], wall_seconds: float) -> KernelRun:
@@ -210,5 +260,6 @@ def combine(runs: list[KernelRun], wall_seconds: float) -> KernelRun:
         sampler=first.sampler,
         summaries=[s for r in runs for s in r.summaries],
         interrupted=any(r.interrupted for r in runs),
+        dropped_draws=sum(r.dropped_draws for r in runs),
         recorded=None if first.recorded is None else stack("recorded"),
     )

@@ -634,6 +634,30 @@ class LatentNutsConfig(_Autoencoder):
     latent_program: str | None = setting(doc="Stan program of log pi(decode(z)) (see the README)", kind="str")
 
 
+NEEDED_EXAMPLES = {
+    "approx": (
+        'approx = { kind = "laplace" } (the Gaussian at the posterior mode: any program), '
+        '{ kind = "subset", m = 100 } (100 observations: needs observations) or '
+        '{ program = "approx.stan" } (a cheaper program with the same parameters); on the command line '
+        "--set 'approx={ kind = \"laplace\" }'"
+    ),
+    "ladder": (
+        'ladder = [{ kind = "subset", m = 1000 }, { kind = "laplace" }] (ever cheaper approximations, each '
+        "as approx takes them); on the command line --set 'ladder=[{ kind = \"laplace\" }]'"
+    ),
+    "latent_program": 'latent_program = "latent.stan" (a Stan program of log pi(decode(z)): see the README)',
+}
+"""An example value of each setting that a method cannot run without (``needs``), for its error."""
+
+
+def missing_setting(method: str, key: str) -> ConfigError:
+    """The error for ``method`` run without ``key``, a setting it needs: with an example value."""
+    example = NEEDED_EXAMPLES.get(key)
+    return ConfigError(
+        f"method {method!r} needs the setting {key!r}" + (f", such as {example}" if example else "")
+    )
+
+
 def keys(method: str) -> list[str]:
     """The settings ``method`` takes."""
     return [f.name for f in fields(config_class(method))]

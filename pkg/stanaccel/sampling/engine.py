@@ -62,11 +62,12 @@ from stanaccel.sampling.program import (
     warmup_approximation,
 )
 from stanaccel.sampling.result import SampleResult
-from stanaccel.sampling.run import SEEDS, run_nuts, run_sampler
+from stanaccel.sampling.run import NO_MODES_CHECK, SEEDS, run_nuts, run_sampler
 from stanaccel.sampling.training import train
-from stanaccel.sampling.warmup import warm_up
+from stanaccel.sampling.warmup import read_warmup, warm_up
 from stanaccel.seeds import check_seed, spawn_seeds
 from stanaccel.stan import CompiledProgram, StanModel, compile_program
+from stanaccel.stan.data import data_file_named
 from stanaccel.stan.nuts import WarmupState
 
 if TYPE_CHECKING:  # for the annotation: --tune's modules (stanaccel.tuning) load only when a run tunes
@@ -181,7 +182,7 @@ def sample(
         Ctrl-C during the warm-up (there are no draws to keep yet); during
         sampling the result keeps the draws made so far (``interrupted``).
     """
-    check_arguments(program, data, method, warmup_from, checkpoint, log, include_paths)
+    check_arguments(program, data, method, warmup_from, checkpoint, log, include_paths, tune)
     say = log or (lambda line: None)
     if is_auto(method):
         return _sample_auto(program, data, settings, seed, warmup_from, progress, sources, say, checkpoint,
@@ -219,15 +220,22 @@ def sample(
     if isinstance(program, StanModel) and data is None:
         data = json.loads(program.data_json)
     data_label = f"data file {data}" if isinstance(data, str | Path) else "the data"
+    data_file = data if isinstance(data, str | Path) else None
     source = Program.of(_program_file(program), include_paths)
     data = prepare_data(source, data)
     check_program(config, source, data)
-    model = StanModel(load_program(program, include_paths), data)
+    with data_file_named(data_file):
+        model = StanModel(load_program(program, include_paths), data)
     check_instance(config, model, data, data_label, sources)  # before the warm-up, not after
     name = source.name
     seeds = spawn_seeds(seed, SEEDS)
+    if warmup_from is not None:  # read once, and its chains counted, before anything runs
+        warmup_from = read_warmup(warmup_from, model)
+        check_borrowed_chains(warmup_from, config, sources)
     if spec.stan_nuts:
-        return run_nuts(config, model, name, seed, seeds, warmup_from, progress, say, checkpoint)
+        result = run_nuts(config, model, name, seed, seeds, warmup_from, progress, say, checkpoint)
+        result.reports["modes"] = {"not_checked": NO_MODES_CHECK}  # in metrics.json; docs/own-program.md
+        return result
     prepare_approximations(config, model, data, seeds["subsets"], say)  # a singular Laplace: refused here
 
     charged: dict[str, float] = {}
@@ -251,13 +259,16 @@ def sample(
 PATH = (str, os.PathLike)
 
 
-def check_arguments(program, data, method, warmup_from, checkpoint=None, log=None, include_paths=()) -> None:
+def check_arguments(
+    program, data, method, warmup_from, checkpoint=None, log=None, include_paths=(), tune=None
+) -> None:
     """Refuse, naming the argument and what it takes, an argument of :func:`sample` of a type it cannot use.
 
     Raises
     ------
     TypeError
-        The argument's type is wrong (the message gives what was passed).
+        The argument's type is wrong (the message gives what was passed): ``tune = "yes"`` too, which
+        would otherwise be read as options named "y", "e" and "s".
     ConfigError
         ``method`` names no method, nor ``auto``.
     ValueError
@@ -294,6 +305,39 @@ def check_arguments(program, data, method, warmup_from, checkpoint=None, log=Non
         )
     if log is not None and not callable(log):
         raise refuse("log", "a function that takes a line of text, such as print, or None", log)
+    if tune is not None and not isinstance(tune, bool | Mapping):
+        from stanaccel.sampling.tune import TuneSpec
+
+        if not isinstance(tune, TuneSpec):
+            takes = ("True (tune with the default options), a dict of options such as {'budget': 16, "
+                     "'objective': 'ess-per-second'}, a TuneSpec, or None or False (no tuning)")  # fmt: skip
+            raise refuse("tune", takes, tune)
+
+
+def check_borrowed_chains(state: WarmupState, config, sources: dict[str, str] | str) -> None:
+    """Refuse more chains than the borrowed warm-up ``state`` has, as ``stanaccel nuts`` and
+    :func:`~stanaccel.stan.nuts.sample_nuts` do.
+
+    Each chain starts where one of the warm-up's chains ended (a NUTS chain also continues its step
+    size and metric); a chain beyond them would start where another already does, two chains from one
+    point, and R-hat, which compares chains started apart, would be weaker than it says.
+
+    Raises
+    ------
+    ConfigError
+        ``chains`` (set by the caller) is more than ``state`` has; the message says how many it has.
+    """
+    held = len(state.positions)
+    if "chains" not in config.user_keys() or config.chains <= held:
+        return
+    where = sources if isinstance(sources, str) else sources.get("chains", "settings")
+    shown = f"--chains {config.chains}" if where == "--chains" else f"{where}: chains = {config.chains}"
+    origin = f" in {state.origin}" if state.origin else ""
+    raise ConfigError(
+        f"{shown}: the warm-up{origin} has {held} chains, and each chain starts where one of them ended: "
+        f"ask for {held} or fewer (leave chains out for {held}), or run a new warm-up with "
+        f"{config.chains} chains"
+    )
 
 
 def _sample_auto(
@@ -330,6 +374,7 @@ def _sample_auto(
     if isinstance(program, StanModel) and data is None:
         data = json.loads(program.data_json)
     data_label = f"data file {data}" if isinstance(data, str | Path) else "the data"
+    data_file = data if isinstance(data, str | Path) else None
     source = Program.of(_program_file(program), include_paths)
     check_parameters(source)  # before it is compiled
     data = prepare_data(source, data)
@@ -338,7 +383,8 @@ def _sample_auto(
             auto.observations.check(data)
         except ValueError as error:
             raise ProgramConventionError(str(error)) from None
-    model = StanModel(load_program(program, include_paths), data)
+    with data_file_named(data_file):
+        model = StanModel(load_program(program, include_paths), data)
     check_finite_data(model, data, data_label)
     check_parameters(source, model.dim)
     with _executor(executor) as chosen:

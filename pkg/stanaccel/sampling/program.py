@@ -40,7 +40,13 @@ from stanaccel.approx.taylor import (
 )
 from stanaccel.kernels.ladder import geometric_betas
 from stanaccel.observations import BUNDLED, EXAMPLE, Observations, guess
-from stanaccel.sampling.config import APPROX_WARMUP, Approximation, ConfigError, SamplerConfig
+from stanaccel.sampling.config import (
+    APPROX_WARMUP,
+    Approximation,
+    ConfigError,
+    SamplerConfig,
+    missing_setting,
+)
 from stanaccel.seeds import spawn_seed
 from stanaccel.stan import StanModel, compile_program, read_data
 from stanaccel.stan.compiler import program_info, read_program
@@ -238,7 +244,7 @@ def check_program(config: SamplerConfig, program, data: dict[str, Any]) -> None:
     ]
     for key in ("approx", "ladder", "latent_program"):
         if key in needs and getattr(config, key) is None:
-            raise ConfigError(f"method {config.method!r} needs the setting {key!r}")
+            raise missing_setting(config.method, key)
     if "beta" in needs:
         check_temperable(program, config.method)
     for a in approximations:

@@ -18,7 +18,9 @@ from stanaccel.diagnostics.files import (
     OutputFailed,
     OutputWarning,
     Written,
+    json_text,
     jsonable,
+    metrics_file,
     save_or_rescue,
     write_or_rescue,
 )
@@ -99,6 +101,12 @@ class SampleResult(Result):
             run.sample_stats["acceptance_rate"] if isinstance(run, NutsFit) else run.acceptance_probability
         )
         return float(np.mean(values)) if np.size(values) else float("nan")
+
+    @property
+    def dropped_draws(self) -> int:
+        """Of a stopped run, the draws that chains made beyond the slowest chain's, all chains together
+        (Stan's NUTS: warm-up draws included): dropped to keep the chains equal."""
+        return int(self.run.dropped_draws)
 
     @property
     def num_draws(self) -> int:
@@ -255,9 +263,9 @@ def write_result(
     metrics = result.metrics()
     path = written.path
     if metrics_path is None or written.rescued:
-        metrics_path = path.with_name(path.name.removesuffix(".nc") + ".metrics.json")
+        metrics_path = metrics_file(path)
     try:
-        metrics_written = write_or_rescue(json.dumps(jsonable(metrics), indent=2).encode(), metrics_path)
+        metrics_written = write_or_rescue(json_text(metrics).encode(), metrics_path)
     except OutputFailed as exc:  # the draws are safe; the metrics can be made again from them
         warnings.warn(f"the metrics were not written: {exc}", OutputWarning, stacklevel=2)
     else:

@@ -403,6 +403,7 @@ def _latent_nuts(config, model, data, maps, adaptation, seeds, progress, say, ch
         exact=False,
         sampler="NUTS in the latent space (approximate)",
         interrupted=fit.interrupted,
+        dropped_draws=fit.dropped_draws,
         **quantity_fields(_constrainer(model, seeds["quantities"])(positions)),
     )
 
@@ -413,6 +414,15 @@ def _cost(density) -> dict[str, float]:
         "evaluations": evaluations(density),
         "seconds": getattr(density, "seconds", float("nan")),
     }
+
+
+NO_MODES_CHECK = (
+    "plain Stan NUTS has no modes check: chains that all settled in one of several separated modes agree "
+    "(R-hat cannot tell); --method auto checks (L-BFGS from dispersed starts), with the same NUTS draws on "
+    "a cheap posterior"
+)
+"""What ``method = "nuts"``'s ``metrics.json`` says under ``modes``: it stays Stan's NUTS as CmdStan runs
+it, the reference of every comparison (docs/own-program.md says why)."""
 
 
 def run_nuts(

@@ -69,8 +69,8 @@ the Hessian's finite differences (relative error about 1e-6 or worse) leave the 
 unresolved, so the covariance in that direction is noise."""
 
 MODE_STARTS = 4
-"""L-BFGS runs in the Laplace warm-up, from as many of Stan's random inits at once, and Pathfinder's paths
-in the Pathfinder one, from as many :func:`mirrored_starts`. Where they end at different modes the
+"""L-BFGS runs in the Laplace warm-up and Pathfinder's paths in the Pathfinder one, at once, from as many
+:func:`mirrored_starts`. Where they end at different modes the
 posterior has several: one Gaussian covers one of them (Pathfinder's resampling weighs the paths'
 Gaussians, but its Pareto k cannot tell that a mode it covers is one of several), and chains started
 there would not show the others (chains warmed up by NUTS from random starts do, by R-hat), so NUTS's
@@ -81,6 +81,16 @@ MODE_SEPARATION = 1.0
 many sds of the Gaussian used: Laplace's at the highest mode, or that of Pathfinder's path with the best
 ELBO (one mode's ends of L-BFGS differ by far less, and its paths' Gaussians' means by a few hundredths
 of an sd on the regression of the tests)."""
+
+MODE_BARRIER = 2.0
+"""... and where the log density along the segment between them falls more than this many log units below
+the lower end's (:func:`barrier`). A unimodal posterior whose log density is concave (a regression on
+big data) never dips there, however far apart L-BFGS's tolerance leaves the ends; two modes NUTS cannot
+move between are parted by a deep valley (18 log units between N(-3, 0.5) and N(3, 0.5)); a dip of a log
+unit or two NUTS crosses, its energy varying by about that from one iteration to the next."""
+
+BARRIER_POINTS = 9
+"""Points on the segment between two ends at which :func:`barrier` evaluates the log density."""
 
 STEP_ITERATIONS = 100
 """Iterations of Stan's NUTS adapting only the step size, with the cheap warm-up's metric held fixed,
@@ -390,7 +400,7 @@ def _gaussian(model, kind, seed, progress, say, report) -> tuple[np.ndarray, np.
         if fit.pareto_k > PARETO_K_MAX:
             return f"Pathfinder's Pareto k is {fit.pareto_k:.2f}, above {PARETO_K_MAX}"
         # a good fit of one mode of several has a good Pareto k too
-        apart = modes_apart(runs, "Pathfinder", ends, best, paths[best].std(axis=0), report)
+        apart = modes_apart(model, runs, "Pathfinder", ends, best, paths[best].std(axis=0), report)
         if apart:
             return apart
         say(f"Pathfinder: Pareto k {pareto_k_text(fit.pareto_k)}, {fit.gradient_evaluations} log density "
@@ -406,7 +416,7 @@ def _gaussian(model, kind, seed, progress, say, report) -> tuple[np.ndarray, np.
     report.update(condition_number=mode.condition_number(), iterations=mode.iterations, lbfgs_runs=len(modes))
     problem = mode.hessian_problem(CONDITION_MAX)
     if problem is None:
-        problem = modes_apart(f"L-BFGS from {len(modes)} starts", "Laplace", [m.point for m in modes],
+        problem = modes_apart(model, f"L-BFGS from {len(modes)} starts", "Laplace", [m.point for m in modes],
                               best, np.sqrt(np.diag(mode.covariance())), report)  # fmt: skip
     if problem:  # a singular Hessian, or "modes" apart along a flat ridge: an improper posterior?
         flat = _flat(model, mode.point, mode.hessian, "the mode")
@@ -502,11 +512,18 @@ def mirrored_starts(model, n: int, seed: int) -> np.ndarray | None:
     return np.array(starts[:n]) if len(starts) >= n else None
 
 
-def modes_apart(runs: str, gaussian: str, ends, best: int, sds: np.ndarray, report: dict) -> str | None:
+def modes_apart(
+    model, runs: str, gaussian: str, ends, best: int, sds: np.ndarray, report: dict
+) -> str | None:
     """Why the cheap warm-up's runs from dispersed starts say that the posterior has several modes, or None.
+
+    Two ends are different modes where a coordinate differs by more than :data:`MODE_SEPARATION` sds and
+    the log density dips between them (:func:`barrier` above :data:`MODE_BARRIER`).
 
     Parameters
     ----------
+    model : StanModel
+        The posterior, whose log density (with the Jacobian) is evaluated between the ends.
     runs : str
         The runs, for the message ("L-BFGS from 4 starts", "Pathfinder's 4 paths").
     gaussian : str
@@ -517,7 +534,8 @@ def modes_apart(runs: str, gaussian: str, ends, best: int, sds: np.ndarray, repo
         The run whose Gaussian would be used; ``sds`` are its sds.
     report : dict
         Gets ``mode_separation``: the largest distance of an end from the best one's, in its sds, over
-        the coordinates. Above :data:`MODE_SEPARATION` the ends are different modes, and it gets
+        the coordinates; ``mode_barrier`` where that is above :data:`MODE_SEPARATION`: the deepest dip
+        of the log density between two ends that far apart. Where ends are different modes it gets
         ``mode_points`` too, one end per mode (unconstrained), with ``mode_runs`` (``runs``): the
         verdict checks that the run's draws visit each (:func:`~stanaccel.diagnostics.modes.unvisited_modes`).
     """
@@ -527,14 +545,35 @@ def modes_apart(runs: str, gaussian: str, ends, best: int, sds: np.ndarray, repo
     if separation <= MODE_SEPARATION:
         return None
     points: list[np.ndarray] = []
-    for end in ends:  # one end of each mode: those within MODE_SEPARATION sds of a kept one are its mode
-        if all(np.max(np.abs(end - point) / sds) > MODE_SEPARATION for point in points):
+    deepest = 0.0
+    for end in ends:  # one end of each mode: an end near a kept one, or with no dip between, is its mode
+        far = [point for point in points if np.max(np.abs(end - point) / sds) > MODE_SEPARATION]
+        dips = [barrier(model, end, point) for point in far]
+        deepest = max([deepest, *dips])
+        if len(far) == len(points) and all(dip > MODE_BARRIER for dip in dips):
             points.append(end)
+    report["mode_barrier"] = deepest
+    if len(points) < 2:
+        return None
     report["mode_points"], report["mode_runs"] = [p.tolist() for p in points], runs
     return (
-        f"{runs} ended at modes {separation:.1f} {gaussian} sds apart: the posterior has more than one mode, "
-        "and a Gaussian at one of them would hide the others"
+        f"{runs} ended at modes {separation:.1f} {gaussian} sds apart, the log density {deepest:.3g} lower "
+        "between them: the posterior has more than one mode, and a Gaussian at one of them would hide the "
+        "others"
     )
+
+
+def barrier(model, a: np.ndarray, b: np.ndarray) -> float:
+    """How far the log density (with the Jacobian) falls below the lower of its values at ``a`` and ``b``
+    on the segment between them, at :data:`BARRIER_POINTS` evenly spaced points: 0 where it does not,
+    inf where it is undefined at one of them (as the old check, by distance alone, would have it)."""
+    lower = min(safe_log_density(model, a), safe_log_density(model, b))
+    between = min(
+        safe_log_density(model, a + t * (b - a)) for t in np.linspace(0, 1, BARRIER_POINTS + 2)[1:-1]
+    )
+    if not np.isfinite(lower + between):
+        return float("inf")
+    return max(lower - between, 0.0)
 
 
 def _distinct(draws: np.ndarray, n: int, seed: int) -> np.ndarray:

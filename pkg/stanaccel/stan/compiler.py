@@ -48,9 +48,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 
-from stanaccel.stan.cache import build_once, cache_dir, content_hash, damage, discard
+from stanaccel.stan.cache import build_once, cache_dir, check_build_room, content_hash, damage, discard
 from stanaccel.stan.errors import StanBuildError, StanCompileError
-from stanaccel.stan.toolchain import Toolchain, compiler_version, find_toolchain
+from stanaccel.stan.toolchain import Toolchain, compiler_version, compilers_end_on_stop, find_toolchain
 
 logger = logging.getLogger(__name__)
 
@@ -447,6 +447,7 @@ def build_program(
     """
     label = name.removesuffix("_model")
     cxx = toolchain.cxx  # no compiler: say so before starting anything
+    check_build_room(tmp_library.parent)  # a full disk: say so before, not after, the minute of compiling
     with_bridge = not bridge_object_path(toolchain).is_file()
     logger.info(
         "compiling Stan program %s (%s; cached afterwards in %s)",
@@ -455,7 +456,11 @@ def build_program(
         cache_dir(),
     )
     start = time.perf_counter()
-    with tempfile.TemporaryDirectory(prefix="stanaccel-build-") as tmp, ThreadPoolExecutor(1) as pool:
+    with (
+        tempfile.TemporaryDirectory(prefix="stanaccel-build-") as tmp,
+        ThreadPoolExecutor(1) as pool,
+        compilers_end_on_stop(),  # a stop: the bridge's compile ends too, not waited for (minutes)
+    ):
         bridge = pool.submit(bridge_object, toolchain) if available_cores() > 1 else None
         cpp_path = Path(tmp) / f"{name}.cpp"
         cpp_path.write_text(cpp)
@@ -559,6 +564,8 @@ def bridge_object(toolchain: Toolchain) -> Path:
 
 
 MODEL_HEADER = "stan/model/model_header.hpp"
+PCH_ROOM = 1_000_000_000
+"""Free bytes the precompiled header's build wants in the cache folder (it measured 770 MB)."""
 
 
 def precompiled_header(toolchain: Toolchain) -> Path | None:
@@ -580,6 +587,7 @@ def precompiled_header(toolchain: Toolchain) -> Path | None:
     target = folder / f"{MODEL_HEADER}.gch"
 
     def build(tmp_header: Path) -> dict[str, str]:
+        check_build_room(tmp_header.parent, PCH_ROOM)
         logger.info("compiling Stan's model header once, to speed up the builds after it (%s)", PCH_ENV)
         start = time.perf_counter()
         cpu = toolchain.run_compiler(

@@ -9,11 +9,12 @@ variable and the value at fault (:func:`data_error`, :func:`run_error`).
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -180,6 +181,21 @@ def data_error(message: str, data: StanData, text: str, program: str) -> StanErr
     return StanDataError(source + (explained or message))
 
 
+@contextlib.contextmanager
+def data_file_named(path: str | Path | None) -> Iterator[None]:
+    """Name the data file ``path`` in a :class:`StanDataError` raised inside.
+
+    Where a file's data reach Stan as a dict (read, and ``beta`` added, see
+    :func:`~stanaccel.sampling.program.prepare_data`), Stan's message cannot name it.
+    """
+    try:
+        yield
+    except StanDataError as error:
+        if path is None or str(error).startswith("data file "):
+            raise
+        raise StanDataError(f"data file {path}: {error}") from None
+
+
 def run_error(what: str, message: str, detail: str, data_json: str, program: str) -> StanError:
     """The error to raise where a run of a Stan service (``what``: "NUTS chain 0") failed with ``message``.
 
@@ -264,6 +280,12 @@ def _explained(message: str, data: Mapping[str, Any]) -> str | None:
     twice = re.match(r"Attempt to redefine variable: (\w+)", message)
     if twice:
         return f"data variable {twice[1]} is given twice; Stan refuses a repeated name: keep one"
+    text = re.match(r"Variable: (\w+), error: string values not allowed", message)
+    if text:
+        return _text_value(text[1], data.get(text[1]))
+    bounds = _out_of_bounds(message, data)
+    if bounds:
+        return bounds
     named = re.search(r"variable name=(\w+)", message)
     if named is None:
         return None
@@ -286,6 +308,57 @@ def _explained(message: str, data: Mapping[str, Any]) -> str | None:
             entry, why = fault
             return f"data variable {name}{entry}{where}: {why}"
     return None
+
+
+STAN_TEXT_NUMBERS = ("NaN", "Inf", "-Inf", "Infinity", "-Infinity")
+"""The strings Stan's JSON reader takes as numbers; any other string in the data it refuses."""
+
+
+def _text_value(name: str, value: Any) -> str:
+    """Why Stan refused ``name``'s value for holding a string: its first string entry, and what to write."""
+    found = next(
+        ((at, v) for at, v in _entries(value) if isinstance(v, str) and v not in STAN_TEXT_NUMBERS), None
+    )
+    numbers = ", ".join(f'"{t}"' for t in STAN_TEXT_NUMBERS)
+    if found is None:
+        return f"data variable {name} holds text; Stan data are numbers (the only text it reads is {numbers})"
+    at, entry = found
+    try:
+        number = float(entry)
+    except ValueError:
+        number = math.nan
+    written = (
+        f": write {number:g} without the quotes" if math.isfinite(number) else f"; give {name} as numbers"
+    )
+    index = "".join(f"[{i}]" for i in at)
+    return (
+        f"data variable {name}{index} = {json.dumps(entry)} is text, and Stan data are numbers{written} (the "
+        f"only text Stan reads as a number is {numbers})"
+    )
+
+
+def _out_of_bounds(message: str, data: Mapping[str, Any]) -> str | None:
+    """Stan's message on a data value outside its declared bounds (or a declared type it does not fit,
+    such as ``cov_matrix``), in plain words naming the variable; None for another message, or one about a
+    variable that is not in the data (a transformed data variable's)."""
+    found = re.match(
+        r"(?:[\w:]+: )?(\w+)((?:\[\d+(?:, ?\d+)*\])*) (is .*?)"
+        r"(?: \(in ('.*?', line \d+, column \d+ to column \d+)\))?\.?$",
+        message,
+    )
+    if found is None or found[1] not in data:
+        return None
+    name, index, what, line = found[1], found[2], found[3].rstrip("."), found[4]
+    what = re.sub(r"-?\d+\.\d{6}\b", lambda number: f"{float(number[0]):g}", what)  # 9.000000 -> 9
+    where = f" (in {line})" if line else ""
+    if ", but must be " in what:
+        return (
+            f"data variable {name}{index} {what}: outside the bounds the program declares for it{where}; "
+            "correct the data, or the declaration"
+        )
+    return (
+        f"data variable {name}{index} {what}, which its declaration{where} does not allow: correct the data"
+    )
 
 
 def _not_an_int(value: Any) -> tuple[str, str] | None:

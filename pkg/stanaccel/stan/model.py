@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import hashlib
 import math
+import os
+import reprlib
 import threading
 from collections import OrderedDict
 from collections.abc import Mapping
@@ -20,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from stanaccel.densities import COUNTING
+from stanaccel.seeds import check_seed
 from stanaccel.stan.compiler import CompiledProgram, compile_program
 from stanaccel.stan.data import StanData, data_digest, data_error, data_to_json
 from stanaccel.stan.errors import StanDataError
@@ -38,10 +41,14 @@ class StanModel:
         Data as a dict of NumPy arrays and scalars, a Stan JSON file, or
         JSON text; None for a program without data.
     seed : int
-        Seed for the RNG of the ``transformed data`` block.
+        Seed for the RNG of the ``transformed data`` block, in [0, 2**32).
 
     Raises
     ------
+    TypeError
+        ``data`` is none of the above (a list, a number).
+    ValueError
+        ``seed`` is not an integer in [0, 2**32).
     StanCompileError, StanBuildError
         The program does not compile or build (see :func:`compile_program`).
     StanDataError
@@ -74,6 +81,8 @@ class StanModel:
     """One instance may be evaluated from several threads at once (see the notes)."""
 
     def __init__(self, program: str | Path | CompiledProgram, data: StanData = None, *, seed: int = 0):
+        check_data_argument(data)
+        seed = check_seed(seed, "seed", below=2**32)  # Stan's RNG takes an unsigned 32-bit seed
         self.program = program if isinstance(program, CompiledProgram) else compile_program(program)
         self.seed = seed
         self._model, self.data_json = _stan_instance(self.program, data, seed)
@@ -231,6 +240,16 @@ class StanModel:
     def time_log_density_gradient(self, theta_unc: np.ndarray, repeats: int = 1000) -> float:
         """Mean seconds per gradient evaluation timed inside C++ (no Python)."""
         return self._model.time_log_density_gradient(theta_unc, repeats)
+
+
+def check_data_argument(data) -> None:
+    """Refuse, naming the argument, ``data`` that is no dict, file or JSON text (Stan would say only
+    "Expecting JSON object, found array" of a list)."""
+    if data is not None and not isinstance(data, Mapping | str | os.PathLike):
+        raise TypeError(
+            "data must be a dict of the program's data, a Stan JSON file (a str or Path), JSON text, "
+            f"or None; not {type(data).__name__} ({reprlib.repr(data)})"
+        )
 
 
 def _point_error(point, dim: int, kind: str = "unconstrained") -> TypeError:

@@ -15,18 +15,23 @@ call after a Ctrl-C or a kill continues from them to the same draws
 
 from __future__ import annotations
 
+import difflib
 import json
+import os
 import time
 import warnings
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from stanaccel.results import Result
+from stanaccel.seeds import check_seed
 from stanaccel.stan.chunks import CHUNK_DRAWS, chunked_chains
 from stanaccel.stan.data import run_error
+from stanaccel.stan.errors import StanError, StanEvaluationError
 from stanaccel.stan.model import StanModel, Variables, unflatten
 from stanaccel.stan.provenance import READAPT_ITERATIONS, Provenance, borrowed_mismatch
 from stanaccel.stan.quantities import generated_names, split_log_likelihood, transformed_names
@@ -56,8 +61,37 @@ class NutsSettings:
     window: int = 25
     init_radius: float = 2.0
 
+    @classmethod
+    def check_names(cls, settings: dict[str, Any]) -> None:
+        """Refuse a name among ``settings`` that is no setting, suggesting the nearest and listing them all.
+
+        Raises
+        ------
+        ValueError
+            An unknown name (``chians``): the message names it, the nearest setting and every one.
+        """
+        known = [f.name for f in fields(cls)]
+        for name in settings:
+            if name not in known:
+                close = difflib.get_close_matches(name, known, n=1)
+                hint = f" (did you mean {close[0]!r}?)" if close else ""
+                raise ValueError(f"unknown NUTS setting {name!r}{hint}; the settings are {', '.join(known)}")
+
     def check(self) -> None:
-        """Raise ValueError naming the first setting out of range."""
+        """Raise ValueError naming the first setting of the wrong type or out of range."""
+        check_seed(self.seed, "seed", below=2**32)  # Stan's RNG takes an unsigned 32-bit seed
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if f.type == "int" and (isinstance(value, bool) or not isinstance(value, int | np.integer)):
+                raise ValueError(f"{f.name} = {value!r}: expected an integer")
+            if f.type == "float" and (
+                isinstance(value, bool)
+                or not isinstance(value, int | float | np.integer | np.floating)
+                or not np.isfinite(value)
+            ):
+                raise ValueError(f"{f.name} = {value!r}: expected a finite number")
+            if f.type == "bool" and not isinstance(value, bool | np.bool_):
+                raise ValueError(f"{f.name} = {value!r}: expected True or False")
         if self.metric not in ("diag", "dense"):
             raise ValueError(f"metric must be 'diag' or 'dense', not {self.metric!r}")
         for name in ("chains", "thin", "max_depth"):
@@ -70,8 +104,6 @@ class NutsSettings:
             raise ValueError(f"delta (target acceptance) must be in (0, 1), not {self.delta}")
         if self.step_size <= 0:
             raise ValueError(f"step_size must be positive, not {self.step_size}")
-        if not 0 <= self.seed < 2**32:
-            raise ValueError(f"seed must be in [0, 2**32), not {self.seed}")
 
 
 @dataclass
@@ -141,8 +173,8 @@ class WarmupState:
 
         Raises
         ------
-        FileNotFoundError
-            No such file.
+        FileNotFoundError, IsADirectoryError
+            No such file, or a folder.
         ValueError
             The file cannot be read (damaged, or no netCDF file), holds no
             NUTS adaptation, or its warm-up was stopped before adaptation
@@ -151,6 +183,11 @@ class WarmupState:
         import xarray as xr
 
         path = Path(path)
+        if path.is_dir():
+            raise IsADirectoryError(
+                f"warm-up file {path} is a folder: give the netCDF file of an earlier run (the file that "
+                "stanaccel nuts or stanaccel sample wrote with --output)"
+            )
         if not path.is_file():
             raise FileNotFoundError(f"warm-up file not found: {path}")
         try:
@@ -266,6 +303,9 @@ class NutsFit(Result):
         Stan's messages per chain (rejections, warnings).
     interrupted : bool
         True if the run was stopped early; the arrays hold what was drawn.
+    dropped_draws : int
+        Of a stopped run, the draws (warm-up draws included) that chains made beyond the
+        slowest chain's, all chains together: dropped to keep the chains equal.
     adapted : bool
         True if ``step_size`` and ``inv_metric`` are usable for more
         sampling: adapted by a finished warm-up, or given (no adaptation
@@ -275,6 +315,8 @@ class NutsFit(Result):
     provenance : Provenance or None
         The program and data of the run, recorded in its file (a later run that
         borrows its warm-up is checked against them).
+    resumed_draws : ndarray (chains,) or None
+        Of a checkpointed run, the kept draws each chain took from its checkpoints.
     """
 
     param_names: list[str]
@@ -292,10 +334,12 @@ class NutsFit(Result):
     settings: NutsSettings
     messages: list[list[str]] = field(default_factory=list)
     interrupted: bool = False
+    dropped_draws: int = 0
     adapted: bool = True
     transformed: list[str] = field(default_factory=list)
     generated: list[str] = field(default_factory=list)
     provenance: Provenance | None = None
+    resumed_draws: np.ndarray | None = None
 
     @property
     def chains(self) -> int:
@@ -346,7 +390,9 @@ class NutsFit(Result):
         values = self.stan_variables()
         if not self.generated:
             return np.zeros((self.chains, self.num_draws), dtype=bool)
-        nan = [np.isnan(values[name]).reshape(self.chains, self.num_draws, -1) for name in self.generated]
+        quantities = [values[name] for name in self.generated]
+        # (chains, draws, scalars): the scalars counted, as -1 cannot be inferred from 0 draws
+        nan = [np.isnan(q).reshape(*q.shape[:2], int(np.prod(q.shape[2:]))) for q in quantities]
         nan = np.concatenate(nan, axis=-1)
         return nan.all(axis=-1) if nan.shape[-1] else np.zeros(nan.shape[:2], dtype=bool)
 
@@ -497,9 +543,15 @@ def sample_nuts(
     Raises
     ------
     ValueError
-        A setting out of range; a borrowed warm-up of another program, of
-        fewer chains than asked for, or without a step size where it would be
-        continued at once.
+        A setting unknown (with the nearest and every one), of the wrong type
+        (``chains="2"``, ``seed=1.5``) or out of range; an ``inv_metric``
+        entry that is not positive and finite (named, with its parameter), or
+        a dense one not positive definite; a ``checkpoint`` that is a file; a
+        borrowed warm-up of another program, of fewer chains than asked for,
+        or without a step size where it would be continued at once.
+    StanEvaluationError
+        A chain that Stan cannot start from its given ``inits``: the message
+        names the init and why (Stan's message, or the log density there).
     """
     if not isinstance(model, StanModel):
         raise TypeError(
@@ -511,7 +563,10 @@ def sample_nuts(
             f"warmup_from must be a netCDF file of an earlier run (a str or Path) or a WarmupState, "
             f"not {type(warmup_from).__name__} ({warmup_from!r:.80})"
         )
-    step_sizes = None
+    NutsSettings.check_names(settings)
+    NutsSettings(**settings).check()  # the caller's values, before a borrowed warm-up is read
+    _check_checkpoint(checkpoint)
+    step_sizes, borrowed_inits = None, False
     if isinstance(warmup_from, str | Path):
         warmup_from = WarmupState.from_netcdf(warmup_from)
     if warmup_from is not None:
@@ -526,6 +581,7 @@ def sample_nuts(
         if mismatch is not None:
             warnings.warn(_readapting(mismatch, settings), BorrowedWarmupWarning, stacklevel=2)
         chains = settings["chains"]
+        borrowed_inits = inits is None
         inits = np.asarray(warmup_from.positions)[:chains] if inits is None else inits
         if inv_metric is None:
             inv_metric = np.asarray(warmup_from.inv_metric)[:chains]
@@ -536,7 +592,7 @@ def sample_nuts(
     if step_sizes is None or len(step_sizes) != config.chains:
         step_sizes = np.full(config.chains, config.step_size)
     inits_text = init_texts(model, inits, config.chains)
-    metrics = _initial_metrics(model.dim, inv_metric, config)
+    metrics = _initial_metrics(model, inv_metric, config)
     metric_texts = [json.dumps({"inv_metric": m.tolist()}) for m in metrics]
     if checkpoint is not None:
         runs = chunked_chains(
@@ -547,6 +603,9 @@ def sample_nuts(
         for c in range(config.chains):
             one_chain = chain_settings(config, c, inits_text[c], metric_texts[c], step_sizes[c])
             runs.append(model.program.module.NutsChain(model._model, one_chain))
+    resumed = None  # the kept draws each chain takes from its checkpoints (run.json records them)
+    if checkpoint is not None:
+        resumed = np.array([sum(p["iterations"] for p in r.saved["chunks"]) // config.thin for r in runs])
     start = time.perf_counter()
     initial = [r.iterations() for r in runs]
     interrupted = run_threads(runs, "NUTS", config.warmup + config.draws, progress, initial)
@@ -557,11 +616,15 @@ def sample_nuts(
     errors = [(c, r) for c, r in enumerate(results) if r["error"]]
     if errors:
         c, r = errors[0]
+        if inits is not None and "Initialization failed" in r["error"]:
+            raise _init_error(model, c, inits, inits_text[c], r["messages"], borrowed_inits)
         detail = "\n".join(r["messages"][-10:])
         name = model.name.removesuffix("_model")
         raise run_error(f"NUTS chain {c}", r["error"], detail, model.data_json, name)
     stopped = interrupted or any(r["interrupted"] for r in results)
-    return _assemble(model, config, results, metrics, step_sizes, wall, stopped)
+    fit = _assemble(model, config, results, metrics, step_sizes, wall, stopped)
+    fit.resumed_draws = resumed
+    return fit
 
 
 class BorrowedWarmupWarning(UserWarning):
@@ -648,18 +711,98 @@ def _readapting(mismatch: str, settings: dict[str, Any]) -> str:
     )
 
 
-def _initial_metrics(dim: int, inv_metric: np.ndarray | None, config: NutsSettings) -> np.ndarray:
-    """The initial inverse metric of each chain (identity by default), checked."""
+def _check_checkpoint(checkpoint: str | Path | None) -> None:
+    """Refuse a ``checkpoint`` that is no folder's name, or names a file: each chunk would fail to write."""
+    if checkpoint is None:
+        return
+    if not isinstance(checkpoint, str | os.PathLike):
+        raise TypeError(
+            f"checkpoint must be a folder (a str or Path) or None, not {type(checkpoint).__name__} "
+            f"({checkpoint!r:.80})"
+        )
+    path = Path(checkpoint)
+    if str(checkpoint) == "" or (path.exists() and not path.is_dir()):
+        what = "is empty" if str(checkpoint) == "" else f"{path} is a file"
+        raise ValueError(
+            f"checkpoint {what}: give a folder for the chains' checkpoints (it is made if missing), "
+            f"such as {path.parent / 'checkpoints'}"
+        )
+
+
+def _initial_metrics(model: StanModel, inv_metric: np.ndarray | None, config: NutsSettings) -> np.ndarray:
+    """The initial inverse metric of each chain (identity by default), checked.
+
+    Raises
+    ------
+    ValueError
+        The wrong shape; a diagonal entry that is not positive and finite (named, with its
+        parameter); a dense one that is not symmetric positive definite (the chain named).
+    """
+    dim = model.dim
     if inv_metric is None:
         inv_metric = np.ones(dim) if config.metric == "diag" else np.eye(dim)
     metric = np.asarray(inv_metric, dtype=float)
     single_ndim = 1 if config.metric == "diag" else 2
-    if metric.ndim == single_ndim:
+    per_chain = metric.ndim != single_ndim
+    if not per_chain:
         metric = np.repeat(metric[None], config.chains, axis=0)
     expected = (config.chains, dim) if config.metric == "diag" else (config.chains, dim, dim)
     if metric.shape != expected:
         raise ValueError(f"inv_metric has shape {metric.shape}; {config.metric} metric needs {expected[1:]}")
+    if config.metric == "diag":
+        bad = np.argwhere(~(np.isfinite(metric) & (metric > 0)))
+        if len(bad):
+            c, j = bad[0]
+            index = f"[{c}, {j}]" if per_chain else f"[{j}]"
+            raise ValueError(
+                f"inv_metric{index} = {metric[c, j]:g}: the inverse metric's entries must be positive and "
+                "finite (each is the posterior's variance along an unconstrained coordinate, here "
+                f"{model.param_unc_names()[j]}); give the variances, or leave inv_metric out (ones)"
+            )
+        return metric
+    for c, matrix in enumerate(metric):
+        chain = f" (chain {c})" if per_chain else ""
+        if not np.all(np.isfinite(matrix)) or not np.allclose(matrix, matrix.T):
+            raise ValueError(f"inv_metric{chain} must be a symmetric matrix of finite numbers")
+        try:
+            np.linalg.cholesky(matrix)
+        except np.linalg.LinAlgError:
+            raise ValueError(
+                f"inv_metric{chain} is not positive definite (its smallest eigenvalue is "
+                f"{np.linalg.eigvalsh(matrix)[0]:g}): a dense inverse metric is the posterior's covariance "
+                "on the unconstrained scale; give one, or leave inv_metric out (the identity)"
+            ) from None
     return metric
+
+
+def _init_error(model: StanModel, chain: int, inits: Any, text: str, messages: list[str], borrowed: bool):
+    """The error of a chain that Stan could not start from its given init (``text``, Stan JSON): the init,
+    and why: the program's message, or the log density there."""
+    reason = next(
+        (line.removeprefix("Exception: ") for line in messages if line.startswith("Exception: ")), ""
+    )
+    reason = f"Stan refused it ({reason})" if reason else ""
+    dicts = isinstance(inits, Mapping) or (isinstance(inits, list | tuple) and isinstance(inits[0], Mapping))
+    if not reason and not dicts:  # unconstrained points
+        points = np.atleast_2d(np.asarray(inits, dtype=float))
+        point = points[chain if len(points) > 1 else 0]
+        try:
+            reason = f"the log density there is {model.log_density(point)}"
+        except StanError as error:  # a domain error, a reject
+            reason = f"the program rejected it ({error})"
+    if not reason:
+        gradient = any("Gradient evaluated at the initial value is not finite" in line for line in messages)
+        reason = (
+            "the gradient of the log density there is not finite"
+            if gradient
+            else "the log density there is not finite (-inf: zero probability, or NaN)"
+        )
+    whose = "the last point of the warm-up it continues" if borrowed else "its init"
+    return StanEvaluationError(
+        f"NUTS chain {chain} cannot start from {whose}, {text:.200}: {reason}. Give inits inside the support "
+        "the program declares (the parameters' bounds) where the log density is finite, or leave inits out "
+        "for Stan's random ones"
+    )
 
 
 def _assemble(
@@ -676,8 +819,8 @@ def _assemble(
     n_sampler = len(SAMPLER_COLUMNS)
     dim = model.dim
     n_warm_rows = -(-config.warmup // config.thin) if config.warmup > 0 else 0
-    rows = min(r["sample_rows"].shape[0] for r in results)
-    rows = min(rows, min(r["diagnostic_rows"].shape[0] for r in results))
+    made = [min(r["sample_rows"].shape[0], r["diagnostic_rows"].shape[0]) for r in results]
+    rows = min(made)
     n_warm = min(rows, n_warm_rows)
 
     width = len(names) if names else n_sampler + model.param_num(include_tp=True, include_gq=True)
@@ -724,6 +867,7 @@ def _assemble(
         settings=config,
         messages=[list(r["messages"]) for r in results],
         interrupted=interrupted,
+        dropped_draws=sum(made) - rows * len(made),
         adapted=warmup_finished,
         transformed=transformed_names(model),
         generated=generated_names(model),

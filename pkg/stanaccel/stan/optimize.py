@@ -19,6 +19,7 @@ from dataclasses import dataclass, replace
 from typing import Any, ClassVar
 
 import numpy as np
+from scipy.linalg import solve_triangular
 
 from stanaccel.densities import safe_log_densities
 from stanaccel.stan.errors import StanEvaluationError
@@ -31,6 +32,13 @@ ATTEMPTS = 3
 """Starts L-BFGS is given: its line search can stop short of the mode from one start ("failed to
 achieve a sufficient decrease") and converge from another, which costs far less than falling back
 to NUTS's warm-up."""
+
+POLISH_STEPS = 3
+"""Newton steps at most that :func:`polished` takes from an end of L-BFGS toward the mode."""
+
+POLISH_MAX_SDS = 5.0
+"""An end of L-BFGS farther than this many sds (Newton decrement) from its quadratic's peak is left where
+it is: the quadratic does not describe the density that far out, and a step there could leap anywhere."""
 
 
 class RunawayError(StanEvaluationError):
@@ -240,7 +248,45 @@ def modes_from_starts(
     if any(r["interrupted"] for r in results):
         raise KeyboardInterrupt
     _check_ends(model, results, f"L-BFGS from {starts} starts")
-    return [_mode(model, r, jacobian) for r in results if not r["error"]]
+    return [polished(model, _mode(model, r, jacobian)) for r in results if not r["error"]]
+
+
+def polished(model: StanModel, mode: Mode, steps: int = POLISH_STEPS) -> Mode:
+    """``mode`` moved to its quadratic's peak by Newton steps with its Hessian, each kept where it raises
+    the log density.
+
+    L-BFGS stops where its progress per iteration falls below tolerances relative to the log density's
+    size: on a posterior of 10^5 observations (a log density of -10^5) whose curvatures differ by 10^4, it
+    stopped 0.2 to 1.9 sds (of the Laplace approximation) short of the mode, a different point from each
+    start, so that ends of one mode looked like several (up to 3 sds apart). One Newton step brings them
+    together to 10^-3 sds, at the cost of a gradient and no further L-BFGS iteration. The Hessian is held
+    (computed at L-BFGS's end): where L-BFGS stops that short, on big data, the posterior is near
+    Gaussian and its Hessian hardly changes over a few sds. Left as it is where -H is not positive
+    definite or the end is more than :data:`POLISH_MAX_SDS` from the quadratic's peak.
+    """
+    try:
+        root = np.linalg.cholesky(-mode.symmetric_hessian())
+    except np.linalg.LinAlgError:
+        return mode
+    try:
+        point = mode.point
+        log_density, gradient = model.log_density_gradient(point, jacobian=mode.jacobian)
+        gradient = np.array(gradient, dtype=float)
+        for _ in range(steps):
+            w = solve_triangular(root, gradient, lower=True)
+            decrement = float(np.sqrt(w @ w))  # the step's length in sds
+            if not decrement <= POLISH_MAX_SDS or decrement < 1e-6:
+                break
+            step = point + solve_triangular(root, w, lower=True, trans="T")
+            value, step_gradient = model.log_density_gradient(step, jacobian=mode.jacobian)
+            if not np.isfinite(value) or value < log_density or not np.all(np.isfinite(step_gradient)):
+                break
+            point, log_density, gradient = step, float(value), np.array(step_gradient, dtype=float)
+    except StanEvaluationError:  # undefined at the step: keep the last point
+        pass
+    if point is mode.point:
+        return mode
+    return replace(mode, point=point, log_density=log_density, gradient=gradient)
 
 
 def _check_ends(model: StanModel, results: list[dict], runs: str) -> None:

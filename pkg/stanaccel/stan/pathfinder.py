@@ -129,6 +129,9 @@ def pathfinder(
     ------
     StanEvaluationError
         Every path failed (the message gives Stan's last messages).
+    KeyboardInterrupt
+        Stopped (Ctrl-C, a stop signal) before any path had draws; a fit
+        stopped later says so (``interrupted``).
     """
     config = PathfinderSettings(**settings)
     config.check()
@@ -142,6 +145,10 @@ def pathfinder(
     results = [run.result() for run in runs]
     messages = [m for r in results for m in r["messages"]]
     good = [r for r in results if not r["error"] and len(r["draws"])]
+    if not good and (interrupted or any(r["interrupted"] for r in results)):
+        raise KeyboardInterrupt(
+            "stopped during Stan's Pathfinder, before any path had draws"
+        )  # not a failure
     if not good:
         detail = "\n".join(messages[-10:])
         raise StanEvaluationError(f"every Pathfinder path failed: {results[0]['error']}\n{detail}".strip())

@@ -136,27 +136,33 @@ def run_threads(runs: list, label: str, total: int, progress: bool, initial: lis
     Each ``run.run()`` releases the GIL, so the runs use a core each. A bar
     per run shows its iterations (of ``total``; from ``initial`` for runs
     resumed from a checkpoint) on a terminal. On Ctrl-C every run is asked
-    to stop and this returns True once they have.
+    to stop and this returns True once they have. After a stop signal
+    (:func:`stanaccel.signals.refuse_after_stop`) none starts:
+    ``KeyboardInterrupt`` is raised.
     """
     import threading
-    import time
 
     from stanaccel.progress import ChainBars
+    from stanaccel.signals import refuse_after_stop
 
+    refuse_after_stop(f"Stan's {label}")
     threads = [threading.Thread(target=run.run, daemon=True) for run in runs]
-    for thread in threads:
-        thread.start()
     bars = ChainBars([total] * len(runs), label, progress, initial=initial, unit="it")
     try:
-        while any(t.is_alive() for t in threads):
-            time.sleep(0.02)
+        for thread in threads:
+            thread.start()
+        alive = threads
+        while alive:
+            alive[0].join(0.02)  # back as soon as it ends: short runs (L-BFGS's, in ms) wait no poll out
             bars.update([r.iterations() for r in runs])
+            alive = [t for t in alive if t.is_alive()]
         return False
     except KeyboardInterrupt:
         for run in runs:
             run.request_stop()
         for t in threads:
-            t.join()
+            if t.ident is not None:  # a stop while they start: the rest never ran (nor run once exited)
+                t.join()
         return True
     finally:
         bars.close()

@@ -21,14 +21,19 @@ link never mixes object files from two compilers.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import shutil
+import signal
 import subprocess
 import sysconfig
+import threading
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from stanaccel.signals import refuse_after_stop
 from stanaccel.stan.errors import StanBuildError
 
 MACROS = (
@@ -103,17 +108,79 @@ class Toolchain:
         """Run the C++ compiler; return the CPU seconds of its processes (a build's cost on a busy machine).
 
         A failure raises :class:`StanBuildError` with the end of its output.
+        A stop (``KeyboardInterrupt``) while it runs ends it, with what it
+        started, and every other compiler running (:func:`stop_compilers`);
+        after a stop signal none starts.
         """
+        refuse_after_stop("the C++ compiler")
         command = [self.cxx, *args]
-        process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        with process.stdout:
-            output = process.stdout.read()
-        _, status, usage = os.wait4(process.pid, 0)  # the rusage of the driver and what it ran
+        # Its own process group: the driver's cc1plus and as are ended with it (a signal to the driver
+        # alone leaves them compiling on), and a terminal's Ctrl-C is this process's to handle.
+        process = subprocess.Popen(
+            command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, process_group=0
+        )
+        with _compilers_lock:
+            _compilers.add(process)
+        try:
+            with process.stdout:
+                output = process.stdout.read()
+            _, status, usage = os.wait4(process.pid, 0)  # the rusage of the driver and what it ran
+        except KeyboardInterrupt:
+            stop_compilers()
+            _reap(process)
+            raise
+        finally:
+            with _compilers_lock:
+                _compilers.discard(process)
         process.returncode = os.waitstatus_to_exitcode(status)
         if process.returncode != 0:
             tail = "\n".join(output.strip().splitlines()[-60:])
             raise StanBuildError(f"C++ build of {what} failed ({self.cxx}):\n{tail}")
         return usage.ru_utime + usage.ru_stime
+
+
+_compilers: set[subprocess.Popen] = set()
+"""The C++ compilers running (a first build runs two: the program's and, in a thread, the bridge's)."""
+_compilers_lock = threading.Lock()
+COMPILER_GRACE = 5.0
+"""Seconds a stopped compiler gets to end on SIGTERM (its driver removes its temp files), then SIGKILL."""
+
+
+def stop_compilers() -> None:
+    """End every C++ compiler this process runs, each with the processes it started: the run was stopped.
+
+    Each runs in its own process group, which gets SIGTERM. The thread that
+    ran one sees it fail; a build's background compile (the bridge's, which
+    takes minutes) ends instead of being waited for.
+    """
+    with _compilers_lock:
+        running = list(_compilers)
+    for process in running:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGTERM)
+
+
+@contextlib.contextmanager
+def compilers_end_on_stop() -> Iterator[None]:
+    """A stop (``KeyboardInterrupt``) in the block ends every running compiler before anything waits for one.
+
+    For a build whose other thread compiles: leaving it waits for that thread.
+    """
+    try:
+        yield
+    except KeyboardInterrupt:
+        stop_compilers()
+        raise
+
+
+def _reap(process: subprocess.Popen) -> None:
+    """Wait for a stopped compiler to end (SIGKILL to its group after :data:`COMPILER_GRACE` seconds)."""
+    try:
+        process.wait(COMPILER_GRACE)
+    except subprocess.TimeoutExpired:  # it ignores SIGTERM (started where the stop signals were ignored)
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
 
 
 @functools.cache

@@ -23,20 +23,25 @@ afresh: the files stanaccel wrote in its folder are removed first.
 
 Only those: ``.files.json``, the folder's manifest, says which they are
 (:func:`own_files`). When a step starts it lists the files already there
-that are not stanaccel's (a user's notes); when it completes, fails or is
-stopped, every file it wrote. A step killed part way (SIGKILL, a power
-cut) owns what appeared in its folder after it started. Anything else in
-the folder is never removed.
+that are not stanaccel's (a user's notes) and the names its action writes
+(:data:`stanaccel.workflow.actions.ACTIONS`: ``posterior.nc``,
+``checkpoints/*``, a study's ``*.csv``, ...); when it completes, fails or
+is stopped, every file it wrote. A step killed part way (SIGKILL, a power
+cut) owns what appeared in its folder after it started whose name is of
+those: a note added while it ran is not among them, and stays the user's
+when the step resumes. Anything else in the folder is never removed.
 """
 
 from __future__ import annotations
 
 import contextlib
+import fnmatch
 import hashlib
 import json
 import os
 import pickle
 import warnings
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -55,6 +60,8 @@ NOT_INPUTS = ("name", "action", "method")
 """Step keys whose values name no step or file (a method or action may share an earlier step's name)."""
 UNCACHED_ACTIONS = frozenset({"report"})
 """Actions always rerun: they read the whole output folder, and cost little."""
+EVERY_STEP_WRITES = ("*.tmp", "*-rescued-*")
+"""Names any step may write: a file being written atomically (``.name.PID.tmp``), a rescue file."""
 
 
 class StepCacheDamaged(UserWarning):
@@ -245,9 +252,11 @@ def own_files(folder: Path) -> set[str]:
 
     Read from the folder's manifest (:data:`MANIFEST`): the files the step
     wrote, recorded when it completed, failed or was stopped, or, for a step
-    killed part way, every file but those that were there before it started. A folder from a stanaccel without
-    manifests owns its cache files, its checkpoints and the outputs its
-    ``step.json`` records.
+    still running or killed part way, every file but those that were there
+    before it started, of the names its action writes (the manifest's
+    ``writes``: a user's ``notes.txt`` added meanwhile is not among them). A
+    folder from a stanaccel without manifests owns its cache files, its
+    checkpoints and the outputs its ``step.json`` records.
     """
     if not folder.is_dir():
         return set()
@@ -257,11 +266,29 @@ def own_files(folder: Path) -> set[str]:
         own = set(manifest["written"])
     elif isinstance(manifest.get("before"), list):
         own = present - set(manifest["before"])
+        if isinstance(manifest.get("writes"), list):
+            own = {name for name in own if _written_by_steps(name, manifest["writes"])}
     else:
         outputs = _read_json(folder / MARKER).get("outputs")
         checkpoints = {name for name in present if name.split("/")[0] == "checkpoints"}
         own = checkpoints | set(outputs if isinstance(outputs, dict) else ())
     return (own | set(CACHE_FILES)) & present
+
+
+def matching(folder: Path, writes: tuple[str, ...]) -> set[str]:
+    """The files in ``folder`` (paths relative to it) whose names are among ``writes``, the names a step's
+    action writes: those the step would overwrite."""
+    return {name for name in _files(folder) if _matches(name, writes)}
+
+
+def _written_by_steps(name: str, writes: list[str]) -> bool:
+    """Whether a file (a path relative to its step's folder) has a name that the step's action writes."""
+    return _matches(name, (*writes, *EVERY_STEP_WRITES, *CACHE_FILES))
+
+
+def _matches(name: str, patterns: Iterable[str]) -> bool:
+    """Whether a path relative to a step's folder, or its file name, matches one of ``patterns``."""
+    return any(fnmatch.fnmatchcase(name, p) or fnmatch.fnmatchcase(Path(name).name, p) for p in patterns)
 
 
 def _read_json(path: Path) -> dict[str, Any]:
@@ -284,11 +311,12 @@ def _remove(folder: Path, own: set[str]) -> None:
             (folder / name).rmdir()
 
 
-def start(folder: Path, key: str, *, fresh: bool = False) -> None:
+def start(folder: Path, key: str, *, fresh: bool = False, writes: tuple[str, ...] = ()) -> None:
     """Prepare the folder of a step about to run: keep it (and its checkpoints) if the
     last attempt had the same key and not ``fresh``, else remove the files stanaccel wrote there
-    (:func:`own_files`; the others stay); drop the completion marker, and record the files that
-    are not the step's own in the manifest."""
+    (:func:`own_files`; the others stay); drop the completion marker, and record in the manifest
+    the files that are not the step's own and ``writes``, the names (``fnmatch`` patterns, of the
+    path in the folder or of the file's name) that the step's action writes."""
     started = folder / STARTED
     own = own_files(folder)
     if folder.is_dir() and (started.is_file() or (folder / MARKER).is_file()):
@@ -299,7 +327,8 @@ def start(folder: Path, key: str, *, fresh: bool = False) -> None:
     folder.mkdir(parents=True, exist_ok=True)
     (folder / MARKER).unlink(missing_ok=True)
     before = sorted(_files(folder) - own - set(CACHE_FILES))
-    write_bytes(folder / MANIFEST, json.dumps({"before": before}, indent=1).encode())
+    manifest = {"before": before, **({"writes": list(writes)} if writes else {})}
+    write_bytes(folder / MANIFEST, json.dumps(manifest, indent=1).encode())
     (folder / STARTED).write_text(key + "\n")
 
 

@@ -13,7 +13,7 @@ from typing import Any
 from stanaccel.workflow.context import RunContext
 from stanaccel.workflow.validation import PlainName, Table
 
-SCHEMA = Table({"file": PlainName(".html")})
+SCHEMA = Table({"file": PlainName(".html", beside_steps=True)})
 
 
 def report_step(step: dict[str, Any], context: RunContext, seed: int) -> dict[str, Any]:

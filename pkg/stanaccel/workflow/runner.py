@@ -12,7 +12,11 @@ step: a plain name, checked with the rest of the file
 (:func:`~stanaccel.workflow.validation.name_problem`). Before any step
 runs, every Stan program file the steps name is compile-checked (stanc
 only), and the output folder is locked: a second run on the same folder is
-refused, naming the first one's process id. Ctrl-C stops
+refused, naming the first one's process id. A folder that holds files the run
+would write but did not (a user's ``workflow.toml`` where ``output = "."``) is
+refused too (:func:`check_output_folder`). ``run.json`` is written before the
+first step (status ``running``, and the step that runs) and after each step;
+a step that fails is recorded ``failed`` with its error. Ctrl-C stops
 the running step, which keeps its partial outputs; the workflow then stops
 with :class:`~stanaccel.workflow.interrupts.WorkflowInterrupted` and
 ``run.json`` names the interrupted step.
@@ -21,15 +25,19 @@ with :class:`~stanaccel.workflow.interrupts.WorkflowInterrupted` and
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
-import shutil
+import os
+import reprlib
 import time
 import tomllib
 from pathlib import Path
 from typing import Any
 
-from stanaccel.atomic import exclusive_lock
+from stanaccel.atomic import exclusive_lock, write_bytes
 from stanaccel.diagnostics.files import check_writable
+from stanaccel.diagnostics.report import RUN_LOCK
+from stanaccel.errors import OutputFailed
 from stanaccel.executors import Executor, check_spec, executor_from
 from stanaccel.seeds import check_seed
 from stanaccel.workflow import cache as step_cache
@@ -37,9 +45,15 @@ from stanaccel.workflow.actions import ACTIONS
 from stanaccel.workflow.context import RunContext, Workflow
 from stanaccel.workflow.interrupts import InterruptWatch, WorkflowInterrupted
 from stanaccel.workflow.provenance import provenance, versions
-from stanaccel.workflow.validation import check_programs, check_step_names, check_workflow
+from stanaccel.workflow.validation import (
+    check_programs,
+    check_step_names,
+    check_warmup_programs,
+    check_workflow,
+    normalise_names,
+)
 
-LOCK = ".stanaccel-run.lock"
+LOCK = RUN_LOCK
 """The file in an output folder that a run holds locked (it names the run's process id)."""
 
 
@@ -55,6 +69,8 @@ def load_workflow(path: str | Path, *, output: str | Path | None = None) -> Work
         (:func:`stanaccel.workflow.validation.check_workflow` names the file, step and key).
     """
     path = Path(path)
+    if path.is_dir():
+        raise IsADirectoryError(f"workflow file {path} is a folder: give a workflow .toml file")
     if not path.is_file():
         raise FileNotFoundError(f"workflow file not found: {path}")
     with open(path, "rb") as handle:
@@ -62,6 +78,12 @@ def load_workflow(path: str | Path, *, output: str | Path | None = None) -> Work
             config = tomllib.load(handle)
         except tomllib.TOMLDecodeError as exc:
             raise ValueError(f"{path}: not valid TOML: {exc}") from exc
+        except UnicodeDecodeError as exc:
+            raise ValueError(
+                f"{path}: not UTF-8 text (byte {exc.object[exc.start]:#04x} at offset {exc.start}); a TOML "
+                "file is UTF-8: save it as UTF-8"
+            ) from None
+    normalise_names(config)
     check_workflow(config, path, ACTIONS)
     head = config.get("workflow", {})
     name = head.get("name", path.stem)
@@ -99,7 +121,14 @@ def run_workflow(
     named by text (here or in the file) is started before the first step and
     closed after the last; an Executor passed in is the caller's to close.
     The results do not depend on the executor.
+
+    Raises
+    ------
+    TypeError
+        An argument of a type it does not take (``workflow`` not a file or a Workflow, ``cache`` not a
+        bool, ...): the message names it and what it takes.
     """
+    check_run_arguments(workflow, output, cache, progress)
     if not isinstance(workflow, Workflow):
         workflow = load_workflow(workflow, output=output)
     elif output is not None:
@@ -113,16 +142,43 @@ def run_workflow(
         check_spec(executor)
     check_step_names(workflow.steps, workflow.source)  # a Workflow made in Python was not checked yet
     check_programs(workflow.steps, workflow.source)
+    check_warmup_programs(workflow.steps, workflow.source)
     check_writable(workflow.output / "run.json")
+    check_output_folder(workflow)
     with output_lock(workflow.output):
-        if workflow.source is not None:
-            shutil.copyfile(workflow.source, workflow.output / "workflow.toml")
+        _write(workflow.output / "run.json", _first_record(workflow))  # the folder is a run's from now on
+        _copy_workflow_file(workflow)
         if isinstance(executor, Executor):
             context = RunContext(workflow, workflow.output, progress=progress, executor=executor)
             return _run_steps(workflow, context, use_cache)
         with executor_from(executor) as made:
             context = RunContext(workflow, workflow.output, progress=progress, executor=made)
             return _run_steps(workflow, context, use_cache)
+
+
+def check_run_arguments(workflow, output, cache, progress) -> None:
+    """Refuse, naming the argument and what it takes, an argument of :func:`run_workflow` it cannot use.
+
+    ``cache = "no"`` is refused rather than read as true (a non-empty text is), which would load the
+    stored steps the caller meant to run again.
+    """
+
+    def refuse(name: str, takes: str, value) -> TypeError:
+        return TypeError(f"{name} must be {takes}; not {type(value).__name__} ({reprlib.repr(value)})")
+
+    if not isinstance(workflow, Workflow | str | os.PathLike):
+        raise refuse(
+            "workflow", "a workflow file (a str or Path, such as 'workflow.toml') or a Workflow", workflow
+        )
+    if output is not None and not isinstance(output, str | os.PathLike):
+        raise refuse("output", "a folder (a str or Path), or None for the workflow file's own", output)
+    for name, value in (("workflow", workflow), ("output", output)):
+        if isinstance(value, str | os.PathLike) and str(value) == "":
+            raise ValueError(f"{name} is empty: give a {'file' if name == 'workflow' else 'folder'} name")
+    if cache is not None and not isinstance(cache, bool):
+        raise refuse("cache", "True (load unchanged steps), False (run every step again) or None", cache)
+    if not isinstance(progress, bool):
+        raise refuse("progress", "True or False", progress)
 
 
 def output_lock(output: Path) -> contextlib.AbstractContextManager[None]:
@@ -139,15 +195,102 @@ def output_lock(output: Path) -> contextlib.AbstractContextManager[None]:
     return exclusive_lock(Path(output) / LOCK, f"output folder {output}", "another output folder (--output)")
 
 
-def _run_steps(workflow: Workflow, context: RunContext, use_cache: bool) -> RunContext:
-    record: dict[str, Any] = {
+def check_output_folder(workflow: Workflow) -> None:
+    """Refuse an output folder where the run would overwrite what is not a stanaccel run's.
+
+    The run writes ``run.json``, ``provenance.json``, a copy of the workflow
+    file (``workflow.toml``) and its report pages beside the steps' folders.
+    In a folder of the user's own (``output = "."``) these names may be the
+    user's files: each is refused unless a stanaccel run wrote it (a
+    ``run.json`` with a run's keys, or a run's lock file, beside it; a report
+    page that stanaccel wrote) or it is the workflow file itself. A step's
+    folder must be a folder, and one that no stanaccel step made must not
+    hold files of the names the step writes (a user's ``data/data.json``).
+
+    Raises
+    ------
+    ValueError
+        Naming the file or folder, and what to do.
+    """
+    from stanaccel.diagnostics.report import is_report, run_record_problem
+
+    output = workflow.output
+    instead = "give the run another output folder (--output, or output in [workflow]), or move it"
+    record = output / "run.json"
+    if record.exists() and run_record_problem(record) is not None:
+        raise ValueError(
+            f"{record} is not the record of a stanaccel run ({run_record_problem(record)}), and this run "
+            f"would overwrite it: {instead}"
+        )
+    ours = record.exists() or (output / LOCK).exists()
+    for name in ("workflow.toml", "provenance.json"):
+        path = output / name
+        if path.exists() and not ours and not _is_the_workflow_file(path, workflow):
+            raise ValueError(
+                f"{path} in the output folder {output} was not written by a stanaccel run (there is no "
+                f"run.json of one beside it), and this run would overwrite it: {instead}"
+            )
+    for step in workflow.steps:
+        if not isinstance(step.get("name"), str) or step.get("action") not in ACTIONS:
+            continue  # a step made in Python without a name or with no action: refused when it runs
+        if step["action"] == "report":
+            page = output / step.get("file", "report.html")
+            if page.exists() and not is_report(page):
+                raise ValueError(
+                    f"step {step['name']!r}: {page} is not a report that stanaccel wrote, and the step would "
+                    f"overwrite it: give the step another file, {instead}"
+                )
+            continue
+        folder = output / step["name"]
+        if folder.is_symlink() or (folder.exists() and not folder.is_dir()):
+            raise ValueError(
+                f"step {step['name']!r}: {folder} is a file, where the step's folder goes: move it, rename "
+                "the step, or give the run another output folder"
+            )
+        if folder.is_dir() and not any((folder / name).exists() for name in step_cache.CACHE_FILES):
+            clash = sorted(name for name in step_cache.matching(folder, ACTIONS[step["action"]].writes))
+            if clash:
+                raise ValueError(
+                    f"step {step['name']!r}: its folder {folder} was not made by a stanaccel step and holds "
+                    f"{', '.join(clash[:3])}, which the step would overwrite: move them, rename the step, or "
+                    "give the run another output folder"
+                )
+
+
+def _is_the_workflow_file(path: Path, workflow: Workflow) -> bool:
+    """Whether ``path`` is the workflow file itself, or a file of the same bytes."""
+    source = workflow.source
+    if source is None or not path.is_file():
+        return False
+    return os.path.samefile(path, source) or path.read_bytes() == source.read_bytes()
+
+
+def _copy_workflow_file(workflow: Workflow) -> None:
+    """Copy the workflow file into the output folder as ``workflow.toml`` (not onto itself)."""
+    copy = workflow.output / "workflow.toml"
+    if workflow.source is None or (copy.exists() and os.path.samefile(copy, workflow.source)):
+        return
+    write_bytes(copy, workflow.source.read_bytes())
+
+
+def _first_record(workflow: Workflow) -> dict[str, Any]:
+    """What ``run.json`` holds before the first step: the run's name, seed and versions, status running."""
+    return {
         "workflow": workflow.name,
         "seed": workflow.seed,
-        "executor": repr(context.executor),
         "versions": versions(),
         "status": "running",
         "steps": [],
     }
+
+
+DISK_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EIO, errno.EROFS})
+"""A write failed for the disk's sake (full, over quota, failing, read-only), not the step's."""
+
+
+def _run_steps(workflow: Workflow, context: RunContext, use_cache: bool) -> RunContext:
+    output = workflow.output
+    record: dict[str, Any] = {**_first_record(workflow), "executor": repr(context.executor)}
     keys: dict[str, str] = {}
     resolved: list[dict[str, Any]] = []
     for step in workflow.steps:
@@ -156,13 +299,10 @@ def _run_steps(workflow: Workflow, context: RunContext, use_cache: bool) -> RunC
         key = step_cache.step_key(step, seed, context, keys)
         keys[step["name"]] = key
         resolved.append({**step, "seed": seed, "key": key})
-        folder = workflow.output / step["name"]
+        folder = output / step["name"]
         entry = {"name": step["name"], "action": step["action"], "seed": seed, "key": key}
-        stored = (
-            step_cache.load(folder, key)
-            if use_cache and step["action"] not in step_cache.UNCACHED_ACTIONS
-            else None
-        )
+        cached = step["action"] not in step_cache.UNCACHED_ACTIONS
+        stored = step_cache.load(folder, key) if use_cache and cached else None
         if stored is not None:
             print(
                 f"[{workflow.name}] step {step['name']} ({step['action']}): unchanged, loaded from {folder}"
@@ -170,41 +310,109 @@ def _run_steps(workflow: Workflow, context: RunContext, use_cache: bool) -> RunC
             result, done = stored
             context.results[step["name"]] = result
             resolved[-1].update(_settings_used(result))
-            record["steps"].append(
-                {**entry, "status": "done", "cached": True, "seconds": done.get("seconds")}
-            )
-            _write(workflow.output / "run.json", record)
+            loaded = {**entry, "status": "done", "cached": True, "seconds": done.get("seconds")}
+            try:
+                _write(output / "run.json", _with_step(record, loaded))
+            except OSError as error:
+                raise _record_failure(record, entry, start, output, error) from error
+            record["steps"].append(loaded)
             continue
         print(f"[{workflow.name}] step {step['name']} ({step['action']}), seed {seed}", flush=True)
-        if step["action"] not in step_cache.UNCACHED_ACTIONS:
-            step_cache.start(folder, key, fresh=not use_cache)
+        record["running_step"] = step["name"]  # for a report while it runs
+        try:
+            _write(output / "run.json", record)
+            if cached:
+                step_cache.start(folder, key, fresh=not use_cache, writes=ACTIONS[step["action"]].writes)
+        except OSError as error:
+            doing = f"could not prepare its folder {folder}"
+            raise _record_failure(record, entry, start, output, error, doing) from error
         watch = InterruptWatch()
         try:
             with watch.watching():
                 result = ACTIONS[step["action"]].run(step, context, seed)
         except BaseException as exc:
-            step_cache.record_written(folder)  # so that a start afresh removes these files, not later ones
+            # so that a start afresh removes these files, not later ones (a full disk: the error says more)
+            with contextlib.suppress(OSError):
+                step_cache.record_written(folder)
             if not (watch.seen or isinstance(exc, KeyboardInterrupt)):
-                raise
-            _record_stop(record, entry, start, workflow.output)
+                raise _record_failure(record, entry, start, output, exc) from exc
+            _record_stop(record, entry, start, output)
             why = str(exc) if isinstance(exc, KeyboardInterrupt) else ""
-            raise WorkflowInterrupted(_stop_message(step, workflow.output, why, watch.what)) from exc
+            raise WorkflowInterrupted(_stop_message(step, output, why, watch.what)) from exc
         if watch.seen:
-            step_cache.record_written(folder)
-            _record_stop(record, entry, start, workflow.output)
-            raise WorkflowInterrupted(_stop_message(step, workflow.output, what=watch.what))
+            with contextlib.suppress(OSError):
+                step_cache.record_written(folder)
+            _record_stop(record, entry, start, output)
+            raise WorkflowInterrupted(_stop_message(step, output, what=watch.what))
         context.results[step["name"]] = result
         resolved[-1].update(_settings_used(result))
         seconds = time.perf_counter() - start
-        if step["action"] not in step_cache.UNCACHED_ACTIONS:
-            step_cache.store(folder, key, result, {"name": step["name"], "seed": seed, "seconds": seconds})
-        record["steps"].append({**entry, "status": "done", "cached": False, "seconds": seconds})
-        _write(workflow.output / "run.json", record)
-        _write(workflow.output / "provenance.json", provenance(workflow, resolved))
+        done = {**entry, "status": "done", "cached": False, "seconds": seconds, **_resumed(result)}
+        try:
+            if cached:
+                step_cache.store(
+                    folder, key, result, {"name": step["name"], "seed": seed, "seconds": seconds}
+                )
+            _write(output / "run.json", _with_step(record, done))
+            _write(output / "provenance.json", provenance(workflow, resolved))
+        except OSError as error:
+            raise _record_failure(record, entry, start, output, error) from error
+        record.pop("running_step")
+        record["steps"].append(done)
     record["status"] = "done"
-    _write(workflow.output / "run.json", record)
-    _write(workflow.output / "provenance.json", provenance(workflow, resolved))
+    try:
+        _write(output / "run.json", record)
+        _write(output / "provenance.json", provenance(workflow, resolved))
+    except OSError as error:
+        raise OutputFailed(
+            f"every step is done, but {error.filename} could not be written ({error.strerror}); make room "
+            "and run the workflow again: the steps are loaded, not run again"
+        ) from error
     return context
+
+
+def _with_step(record: dict[str, Any], entry: dict[str, Any]) -> dict[str, Any]:
+    """``record`` with the step ``entry`` done and no step running."""
+    return {**{k: v for k, v in record.items() if k != "running_step"}, "steps": [*record["steps"], entry]}
+
+
+def _resumed(result: dict[str, Any]) -> dict[str, Any]:
+    """``resumed_draws`` for ``run.json``: the draws per chain a sampler step took from its checkpoints,
+    where it resumed from them; {} otherwise."""
+    run = getattr(result.get("result"), "run", None) or result.get("fit")
+    resumed = getattr(run, "resumed_draws", None)
+    if resumed is None or not any(int(n) for n in resumed):
+        return {}
+    return {"resumed_draws": [int(n) for n in resumed]}
+
+
+def _record_failure(
+    record: dict[str, Any], entry: dict[str, Any], start: float, output: Path, error: BaseException, what=""
+) -> BaseException:
+    """Write ``run.json`` saying that this step failed and with what error; return the error to raise.
+
+    Where a write failed for the disk's sake (:data:`DISK_ERRNOS`), that is an
+    :class:`~stanaccel.errors.OutputFailed` naming the step and the file (or
+    ``what`` the step was doing); otherwise the error itself.
+    """
+    if isinstance(error, OSError) and error.errno in DISK_ERRNOS and not isinstance(error, OutputFailed):
+        where = f"{error.filename}" if error.filename else f"its files in {output / entry['name']}"
+        doing = what or f"could not write {where}"
+        raised: BaseException = OutputFailed(
+            f"step {entry['name']!r}: {doing} ({error.strerror}); make room (or mend the disk) and run the "
+            "workflow again: the steps done are loaded, and this one runs again"
+        )
+        raised.errno = error.errno
+    else:
+        raised = error
+    record.pop("running_step", None)
+    record["steps"].append(
+        {**entry, "status": "failed", "error": str(raised), "seconds": time.perf_counter() - start}
+    )
+    record["status"] = "failed"
+    record["failed_step"] = entry["name"]
+    _write_even_on_a_full_disk(output / "run.json", record)
+    return raised
 
 
 def _settings_used(result: dict[str, Any]) -> dict[str, Any]:
@@ -220,15 +428,42 @@ def _settings_used(result: dict[str, Any]) -> dict[str, Any]:
 
 
 def _write(path: Path, record: dict[str, Any]) -> None:
-    path.write_text(json.dumps(record, indent=2, default=str))
+    """Write a JSON record atomically (a full disk leaves the last one whole); an ``OSError`` names
+    ``path``."""
+    try:
+        write_bytes(path, json.dumps(record, indent=2, default=str).encode())
+    except OSError as error:
+        raise OSError(error.errno, error.strerror, str(path)) from error
+
+
+def _write_even_on_a_full_disk(path: Path, record: dict[str, Any]) -> None:
+    """Write a JSON record as :func:`_write` does; where that fails (a full disk has no room for the new
+    file), over the old file in place, compact (and padded with spaces to the old length), where it fits
+    in the blocks the old file has: no new block is needed then. Where neither can be done, the old record
+    stays (the error raised says why).
+    """
+    try:
+        _write(path, record)
+        return
+    except OSError:
+        pass
+    payload = json.dumps(record, separators=(",", ":"), default=str).encode()
+    with contextlib.suppress(OSError):
+        with open(path, "r+b") as handle:
+            held = os.fstat(handle.fileno())
+            if len(payload) <= max(held.st_size, held.st_blocks * 512):
+                handle.write(payload.ljust(held.st_size))
+                handle.flush()
+                os.fsync(handle.fileno())
 
 
 def _record_stop(record: dict[str, Any], entry: dict[str, Any], start: float, output: Path) -> None:
     """Write ``run.json`` saying that this step was interrupted and the workflow stopped there."""
+    record.pop("running_step", None)
     record["steps"].append({**entry, "status": "interrupted", "seconds": time.perf_counter() - start})
     record["status"] = "interrupted"
     record["interrupted_step"] = entry["name"]
-    _write(output / "run.json", record)
+    _write_even_on_a_full_disk(output / "run.json", record)
 
 
 def _stop_message(step: dict[str, Any], output: Path, why: str = "", what: str = "Ctrl-C") -> str:

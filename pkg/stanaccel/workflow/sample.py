@@ -24,7 +24,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from stanaccel.diagnostics.files import Written, jsonable
+from stanaccel.diagnostics.files import Written, json_text, jsonable
 from stanaccel.errors import OutputFailed
 from stanaccel.sampling.auto import AUTO, AUTO_KEYS, auto_settings, is_auto
 from stanaccel.sampling.config import ConfigError, check_setting, keys
@@ -34,10 +34,11 @@ from stanaccel.sampling.result import SampleResult, write_result
 from stanaccel.sampling.tune import OBJECTIVES
 from stanaccel.workflow.context import RunContext, program_file
 from stanaccel.workflow.validation import (
-    EARLIER_STEP_OR_FILE,
+    DATA_SOURCE,
     INTEGER,
     STAN_PROGRAM,
     TABLE,
+    WARMUP_SOURCE,
     Table,
     Where,
     one_of,
@@ -61,7 +62,7 @@ class Setting:
 
 
 class WarmupSource:
-    """An earlier ``nuts`` step, a netCDF file, or CmdStan CSV files (a list, one per chain)."""
+    """An earlier Stan NUTS run (:func:`gives`), a netCDF file, or CmdStan CSV files (one per chain)."""
 
     def check(self, value: Any, key: str, where: Where) -> None:
         if isinstance(value, list) and value and all(isinstance(v, str) for v in value):
@@ -69,7 +70,7 @@ class WarmupSource:
                 if not ((where.file.parent / path).is_file() or Path(path).is_file()):
                     raise where.error(f"{key}[{index}] = {path!r}: no such CmdStan CSV file")
             return
-        EARLIER_STEP_OR_FILE.check(value, key, where)
+        WARMUP_SOURCE.check(value, key, where)
 
 
 TUNE_SCHEMA = Table(
@@ -98,7 +99,7 @@ def _schema(step: dict[str, Any]) -> dict[str, Any]:
         settings = {key: AutoSetting() for key in names}
     return {
         "program": STAN_PROGRAM,
-        "data": EARLIER_STEP_OR_FILE,
+        "data": DATA_SOURCE,
         "method": one_of(*METHODS, AUTO),
         "warmup_from": WarmupSource(),
         "tuning": TUNE_SCHEMA,
@@ -107,6 +108,15 @@ def _schema(step: dict[str, Any]) -> dict[str, Any]:
 
 
 SCHEMA = Table(_schema)
+
+
+def gives(step: dict[str, Any]) -> frozenset[str]:
+    """What a later step can take from a sample step: the warm-up of Stan's NUTS (``warmup_from``), where
+    its method is Stan's NUTS or ``auto`` (which may choose it)."""
+    method = step.get("method", "nuts")
+    if is_auto(method) or (method in METHODS and method_spec(method).stan_nuts):
+        return frozenset({"warmup"})
+    return frozenset()
 
 
 def resolve_paths(settings: dict[str, Any], context: RunContext) -> dict[str, Any]:
@@ -145,7 +155,12 @@ def sample_step(step: dict[str, Any], context: RunContext, seed: int) -> dict[st
     if isinstance(warmup_from, str) and warmup_from in context.results:
         earlier = context.results[warmup_from]
         if "fit" not in earlier:
-            raise ValueError(f"step {step['name']!r}: warmup_from = {warmup_from!r} is not a nuts step")
+            chose = getattr(earlier.get("result"), "method", None)
+            raise ValueError(
+                f"step {step['name']!r}: warmup_from = {warmup_from!r}: that step ran "
+                f"{chose or 'no Stan NUTS'}{' (chosen by method auto)' if chose else ''}, so it has no Stan "
+                "NUTS warm-up to take; take it from a nuts step, or a sample step with method 'nuts'"
+            )
         warmup_from = earlier["fit"].warmup_state()
     elif isinstance(warmup_from, list):
         warmup_from = [context.resolve_path(p) for p in warmup_from]
@@ -179,7 +194,7 @@ def sample_step(step: dict[str, Any], context: RunContext, seed: int) -> dict[st
     if metrics is None:
         print(f"  interrupted: wrote {saved.path}")
         return {"result": result, "fit": result.run, "metrics": {"interrupted": True}}
-    (folder / "statistics.json").write_text(json.dumps(kernel_statistics(result), indent=1))
+    (folder / "statistics.json").write_text(json_text(kernel_statistics(result), indent=1))
     table = result.summary().to_string()
     (folder / "summary.txt").write_text(table + "\n")
     print(table)

@@ -19,14 +19,14 @@ import numpy as np
 
 from stanaccel.datasets import GENERATORS, generate
 from stanaccel.diagnostics import convergence_metrics, summary, to_inference_data
-from stanaccel.diagnostics.files import jsonable, save_or_rescue
+from stanaccel.diagnostics.files import json_text, jsonable, save_or_rescue
 from stanaccel.sampling.program import Program, prepare_data
 from stanaccel.stan import StanModel, write_data
 from stanaccel.stan.nuts import NutsSettings, sample_nuts
 from stanaccel.workflow.context import RunContext, program_file
 from stanaccel.workflow.sample import print_warnings, stop_if_rescued
 from stanaccel.workflow.validation import (
-    EARLIER_STEP_OR_FILE,
+    DATA_SOURCE,
     STAN_PROGRAM,
     STEP_KEYS,
     Table,
@@ -76,6 +76,8 @@ def nuts_step(step: dict[str, Any], context: RunContext, seed: int) -> dict[str,
     lengths = f"{plan.chains} chains x ({plan.warmup} warm-up + {plan.draws}) iterations"
     print(f"  NUTS on {model.name}: {lengths}", flush=True)
     fit = sample_nuts(model, progress=context.progress, checkpoint=context.checkpoints(step), **settings)
+    if fit.resumed_draws is not None and fit.resumed_draws.any():
+        print(f"  resumed from checkpoints: draws per chain taken from them {fit.resumed_draws.tolist()}")
     idata = to_inference_data(fit)
     folder = _folder(context, step)
     stop_if_rescued(save_or_rescue(idata, folder / "posterior.nc"), step)
@@ -98,7 +100,7 @@ def nuts_step(step: dict[str, Any], context: RunContext, seed: int) -> dict[str,
             "interrupted": fit.interrupted,
         }
     )
-    (folder / "metrics.json").write_text(json.dumps(metrics, indent=2))
+    (folder / "metrics.json").write_text(json_text(metrics))  # strict JSON: an undefined R-hat is null
     table = summary(idata).to_string()
     (folder / "summary.txt").write_text(table + "\n")
     print(table)
@@ -116,7 +118,7 @@ GENERATE_SCHEMA = Table(
     lambda step: {"generator": one_of(*GENERATORS), **generator_options(step.get("generator"))},
     required=("generator",),
 )
-NUTS_SCHEMA = Table({"program": STAN_PROGRAM, "data": EARLIER_STEP_OR_FILE, **keys_of(NutsSettings)})
+NUTS_SCHEMA = Table({"program": STAN_PROGRAM, "data": DATA_SOURCE, **keys_of(NutsSettings)})
 
 
 def _folder(context: RunContext, step: dict[str, Any]) -> Path:

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import csv
-import json
 from pathlib import Path
 
 import numpy as np
+
+from stanaccel.diagnostics.files import json_text
 
 
 def write_table(folder: Path, name: str, rows: list[dict], columns: list[str]) -> str:
@@ -21,7 +22,7 @@ def write_table(folder: Path, name: str, rows: list[dict], columns: list[str]) -
         lines.append("| " + " | ".join(cell(row.get(c, "")) for c in columns) + " |")
     table = "\n".join(lines)
     (folder / f"{name}.md").write_text(table + "\n")
-    (folder / f"{name}.json").write_text(json.dumps(rows, indent=2, default=str))
+    (folder / f"{name}.json").write_text(json_text(rows))  # strict JSON: NaN as null
     return table
 
 

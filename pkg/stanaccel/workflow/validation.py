@@ -9,7 +9,9 @@ A schema entry is
 - a :class:`ListOf` another entry, for lists whose items are checked;
 - a :class:`Table` with a schema of its own (fixed, or a function of the
   table, as when a ``generator`` decides which options there are);
-- :data:`EARLIER_STEP_OR_FILE`: the name of an earlier step, or a file.
+- :data:`EARLIER_STEP_OR_FILE`: the name of an earlier step, or a file;
+  :data:`DATA_SOURCE` and :data:`WARMUP_SOURCE` ask the step for what it
+  gives (:class:`Earlier`): a data set, or a Stan NUTS warm-up.
 
 Where a table's keys are passed on to a function (a data generator, the
 autoencoder's training, NUTS settings), :func:`keys_of` reads them from its
@@ -22,6 +24,8 @@ and what was expected, for example::
 Names are checked too: a step's name is its folder in the output folder,
 and a name holding ``..`` or ``/`` would put the step's files, and what
 starting it afresh removes, outside the output folder (:func:`name_problem`).
+A workflow file's names are read in Unicode's NFC form (:func:`normalise_names`),
+so that two spellings of ``café`` are one step and one folder.
 """
 
 from __future__ import annotations
@@ -31,24 +35,38 @@ import inspect
 import reprlib
 import types
 import typing
+import unicodedata
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
 
+class Earlier(NamedTuple):
+    """An earlier step, as a later step's reference sees it: its action, and what it gives.
+
+    ``gives`` holds ``"data"`` (a data set and its program: a ``generate``
+    step) and ``"warmup"`` (a Stan NUTS run whose warm-up a ``sample`` step
+    can take: ``warmup_from``), as :data:`stanaccel.workflow.actions.ACTIONS` says.
+    """
+
+    action: str
+    gives: frozenset[str] = frozenset()
+
+
 @dataclass(frozen=True)
 class Where:
-    """The place a table is checked: the file, the part of it, and the steps before it.
+    """The place a table is checked: the file, the part of it, the steps before it, and every step's name.
 
     ``section`` prefixes every message (``"[workflow] "`` or ``"step 'x' (action y): "``).
     """
 
     file: Path
     section: str = ""
-    earlier: tuple[str, ...] = ()
+    earlier: Mapping[str, Earlier] = field(default_factory=dict)
+    names: tuple[str, ...] = ()
 
     def error(self, message: str) -> ValueError:
         return ValueError(f"{self.file}: {self.section}{message}")
@@ -56,14 +74,17 @@ class Where:
 
 @dataclass(frozen=True)
 class Kind:
-    """A kind of value: what messages call it, and the test a value must pass."""
+    """A kind of value: what messages call it, the test a value must pass, and the names it may be
+    (for a suggestion where a name is misspelt)."""
 
     expected: str
     accepts: Callable[[Any], bool]
+    choices: tuple[str, ...] = ()
 
     def check(self, value: Any, key: str, where: Where) -> None:
         if not self.accepts(value):
-            raise where.error(f"{key} = {reprlib.repr(value)}: expected {self.expected}")
+            hint = _did_you_mean(value, self.choices) if isinstance(value, str) else ""
+            raise where.error(f"{key} = {reprlib.repr(value)}: expected {self.expected}{hint}")
 
 
 INTEGER = Kind("an integer", lambda v: isinstance(v, int) and not isinstance(v, bool))
@@ -81,7 +102,7 @@ SEED = Kind(
 
 def one_of(*names: str) -> Kind:
     """A string among ``names``."""
-    return Kind("one of " + ", ".join(map(repr, names)), lambda v: isinstance(v, str) and v in names)
+    return Kind("one of " + ", ".join(map(repr, names)), lambda v: isinstance(v, str) and v in names, names)
 
 
 @dataclass(frozen=True)
@@ -114,25 +135,61 @@ class Table:
         check_table(value, self.schema(value), where, key, self.required)
 
 
+GIVEN = {
+    "data": ("makes no data set", "a generate step", "a Stan JSON data file"),
+    "warmup": (
+        "runs no Stan NUTS whose warm-up could be taken",
+        "a nuts step, or a sample step with method 'nuts'",
+        "a netCDF file of stanaccel nuts or sample, or CmdStan CSV files",
+    ),
+}
+"""What a step may give a later one (:class:`Earlier`): what a step without it does not do, the steps
+that give it, and the files that can stand in for them."""
+
+
 @dataclass(frozen=True)
 class StepOrFile:
-    """The name of an earlier step, or a file (beside the workflow file, or from the working folder)."""
+    """The name of an earlier step, or a file (beside the workflow file, or from the working folder).
 
+    ``needs``: what the earlier step must give (a key of :data:`GIVEN`), or None. A name that is both
+    an earlier step and a file is refused: the step would win, silently.
+    """
+
+    needs: str | None = None
     expected: str = "the name of an earlier step or a file"
 
     def check(self, value: Any, key: str, where: Where) -> None:
         if not isinstance(value, str):
             raise where.error(f"{key} = {reprlib.repr(value)}: expected {self.expected}")
-        if value in where.earlier or (where.file.parent / value).is_file() or Path(value).is_file():
-            return
-        earlier = ", ".join(where.earlier) or "none"
-        raise where.error(
-            f"{key} = {value!r} names no earlier step and no file (earlier steps: {earlier})"
-            + _did_you_mean(value, where.earlier)
-        )
+        files = [p for p in (where.file.parent / value, Path(value)) if p.is_file()]
+        if value not in where.earlier:
+            if files:
+                return
+            earlier = ", ".join(where.earlier) or "none"
+            raise where.error(
+                f"{key} = {value!r} names no earlier step and no file (earlier steps: {earlier})"
+                + _did_you_mean(value, where.earlier)
+            )
+        if files:
+            raise where.error(
+                f"{key} = {value!r} names both the earlier step {value!r} and the file {files[0]}: rename "
+                f"the step, or write the file's path ({'./' + value!r})"
+            )
+        step = where.earlier[value]
+        if self.needs is not None and self.needs not in step.gives:
+            lacks, givers, files_instead = GIVEN[self.needs]
+            these = [name for name, e in where.earlier.items() if self.needs in e.gives]
+            raise where.error(
+                f"{key} = {value!r} names step {value!r} (action {step.action}), which {lacks}: name "
+                f"{givers} (earlier ones: {', '.join(these) or 'none'}), or {files_instead}"
+            )
 
 
 EARLIER_STEP_OR_FILE = StepOrFile()
+DATA_SOURCE = StepOrFile("data")
+"""A step's ``data``: an earlier ``generate`` step, or a Stan JSON file."""
+WARMUP_SOURCE = StepOrFile("warmup")
+"""A sample step's ``warmup_from`` (one name): an earlier Stan NUTS run, or a file."""
 
 
 @dataclass(frozen=True)
@@ -184,8 +241,11 @@ def name_problem(name: str) -> str | None:
 
     Such a name is one plain name: not empty, not ``.`` or ``..``, no path
     separator (``/``, or ``\\`` on Windows), not an absolute path, no control
-    character, and not hidden (a leading dot: stanaccel's own files in a
-    folder, such as its lock and a step's ``.key``, start with one).
+    character or invisible one (a zero-width space, a direction mark: two
+    such names look alike), in Unicode's NFC form (``café`` written with a
+    combining accent is another folder that looks the same), and not hidden
+    (a leading dot: stanaccel's own files in a folder, such as its lock and
+    a step's ``.key``, start with one).
     """
     if not name:
         return "it is empty"
@@ -195,8 +255,19 @@ def name_problem(name: str) -> str | None:
         return "it is an absolute path"
     if "/" in name or "\\" in name:
         return "it holds a path separator, / or \\"
-    if any(ord(c) < 32 or ord(c) == 127 for c in name):
+    if any(unicodedata.category(c) == "Cc" for c in name):
         return "it holds a control character"
+    hidden = [c for c in name if unicodedata.category(c) in ("Cf", "Zl", "Zp")]
+    if hidden:
+        return (
+            f"it holds an invisible character, U+{ord(hidden[0]):04X} "
+            f"({unicodedata.name(hidden[0], 'unassigned')}), which makes look-alike names"
+        )
+    if unicodedata.normalize("NFC", name) != name:
+        return (
+            "it is not in Unicode's NFC form (a letter and a combining accent, where one character is "
+            f"usual), so it would be a folder that looks like {unicodedata.normalize('NFC', name)!r}"
+        )
     if name.startswith("."):
         return "it starts with a dot, as stanaccel's own hidden files do"
     if len(name.encode()) > 255:
@@ -206,9 +277,14 @@ def name_problem(name: str) -> str | None:
 
 @dataclass(frozen=True)
 class PlainName:
-    """A plain name (:func:`name_problem`) of a file inside the output folder, ending in ``suffix``."""
+    """A plain name (:func:`name_problem`) of a file inside the output folder, ending in ``suffix``.
+
+    ``beside_steps``: the file goes in the output folder beside the steps' folders, so it must not be
+    a step's name.
+    """
 
     suffix: str = ""
+    beside_steps: bool = False
 
     def check(self, value: Any, key: str, where: Where) -> None:
         STRING.check(value, key, where)
@@ -217,6 +293,11 @@ class PlainName:
             problem = f"it does not end in {self.suffix}"
         if problem is not None:
             raise where.error(f"{key} = {value!r} is not a plain file name: {problem}")
+        if self.beside_steps and value in where.names:
+            raise where.error(
+                f"{key} = {value!r} is the name of step {value!r}, whose folder is in the output folder "
+                "where this file goes: give the file another name"
+            )
 
 
 FOLDER_NAME = PlainName()
@@ -249,10 +330,12 @@ def check_step_names(steps: list[dict[str, Any]], file: Path | None) -> None:
             )
 
 
+FOLDER = Kind("a folder's path, not empty", lambda v: isinstance(v, str) and v.strip() != "")
+
 WORKFLOW_KEYS = {
     "name": FOLDER_NAME,
     "seed": SEED,
-    "output": STRING,
+    "output": FOLDER,
     "cache": BOOLEAN,
     "executor": ExecutorSpec(),
 }
@@ -302,10 +385,44 @@ def check_workflow(config: dict[str, Any], path: Path, actions: Mapping[str, Any
             raise where.error(f"two steps are named {step['name']!r}")
         names.append(step["name"])
     check_step_names(steps, path)
-    for index, step in enumerate(steps):
+    earlier: dict[str, Earlier] = {}
+    for step in steps:
         schema = actions[step["action"]].schema
-        place = Where(path, f"step {step['name']!r} (action {step['action']}): ", tuple(names[:index]))
+        place = Where(path, f"step {step['name']!r} (action {step['action']}): ", dict(earlier), tuple(names))
         check_table(step, {**STEP_KEYS, **schema.schema(step)}, place, "", schema.required)
+        gives = getattr(actions[step["action"]], "gives", None)
+        earlier[step["name"]] = Earlier(step["action"], frozenset(gives(step) if gives else ()))
+
+
+REFERENCE_KEYS = ("data", "warmup_from")
+"""Step keys whose text may name an earlier step."""
+
+
+def normalise_names(config: dict[str, Any]) -> None:
+    """Put a parsed workflow file's names in Unicode's NFC form, in place: the workflow's name, each
+    step's, and each reference (:data:`REFERENCE_KEYS`) that names a step once so written.
+
+    ``café`` typed with a combining accent and with one character are then one name (two steps so
+    named are refused as two steps of one name), not two folders that look alike.
+    """
+
+    def nfc(text: Any) -> Any:
+        return unicodedata.normalize("NFC", text) if isinstance(text, str) else text
+
+    head, steps = config.get("workflow"), config.get("steps")
+    if isinstance(head, dict) and "name" in head:
+        head["name"] = nfc(head["name"])
+    if not isinstance(steps, list):
+        return
+    tables = [step for step in steps if isinstance(step, dict)]
+    for step in tables:
+        if "name" in step:
+            step["name"] = nfc(step["name"])
+    names = {step.get("name") for step in tables}
+    for step in tables:
+        for key in REFERENCE_KEYS:
+            if isinstance(step.get(key), str) and nfc(step[key]) in names:
+                step[key] = nfc(step[key])
 
 
 def check_table(
@@ -432,3 +549,75 @@ def _program_settings(table: dict[str, Any], prefix: str = "") -> Iterable[tuple
             for index, item in enumerate(value):
                 if isinstance(item, dict):
                     yield from _program_settings(item, f"{name}[{index}].")
+
+
+def check_warmup_programs(steps: list[dict[str, Any]], file: Path | None) -> None:
+    """Refuse a step whose ``warmup_from`` names an earlier step that runs another program, where the
+    workflow file decides both programs (a ``program`` key, or data from a ``generate`` step).
+
+    A warm-up's step size, metric and points are per parameter, so the programs must declare the
+    same parameters (``stanc --info``, a fraction of a second; sizes set by the data are checked when
+    the step runs). Found here, before the earlier steps compile and sample, not after them.
+
+    Raises
+    ------
+    ValueError
+        Naming the workflow file, the step, both programs and their parameters.
+    """
+    where = Where(file or Path("workflow"))
+    earlier: dict[str, dict[str, Any]] = {}
+    for step in steps:
+        source = step.get("warmup_from")
+        if isinstance(source, str) and source in earlier:
+            ours, theirs = _step_program(step, earlier, where), _step_program(earlier[source], earlier, where)
+            if ours is not None and theirs is not None and ours != theirs:
+                mine, other = _parameters(ours), _parameters(theirs)
+                if mine != other:
+                    raise where.error(
+                        f"step {step.get('name')!r}: warmup_from = {source!r} names step {source!r}, which "
+                        f"runs {_shown(theirs)} (parameters {', '.join(other)}); this step runs "
+                        f"{_shown(ours)} (parameters {', '.join(mine)}): a warm-up is for the same program "
+                        "(its step size, metric and points are per parameter); take it from a step on this "
+                        "program, or leave warmup_from out"
+                    )
+        if isinstance(step.get("name"), str):
+            earlier[step["name"]] = step
+
+
+def _step_program(step: dict[str, Any], earlier: dict[str, dict[str, Any]], where: Where) -> Path | None:
+    """The program file a step runs, where the workflow file decides it; None where it does not."""
+    from stanaccel.datasets import PROGRAMS
+    from stanaccel.programs import program_path
+
+    program = step.get("program")
+    data = earlier.get(step.get("data")) if isinstance(step.get("data"), str) else None
+    if program is None and data is not None and data.get("action") == "generate":
+        program = PROGRAMS.get(data.get("generator"))
+    if not isinstance(program, str):
+        return None
+    if program.endswith(".stan") or "/" in program:
+        path = where.file.parent / program if (where.file.parent / program).is_file() else Path(program)
+        return path.resolve() if path.is_file() else None
+    try:
+        return program_path(program).resolve()
+    except (FileNotFoundError, ValueError, KeyError):
+        return None
+
+
+def _parameters(program: Path) -> list[str]:
+    """The names of the parameters a program declares, in order."""
+    from stanaccel.sampling.program import Program
+
+    return list(Program.of(program).info["parameters"])
+
+
+def _shown(program: Path) -> str:
+    """A program for a message: a bundled one by name, a file by path."""
+    from stanaccel.programs import program_path
+
+    try:
+        if program_path(program.stem).resolve() == program:
+            return program.stem
+    except (FileNotFoundError, ValueError, KeyError):
+        pass
+    return str(program)
