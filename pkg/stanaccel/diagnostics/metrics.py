@@ -13,24 +13,83 @@ reasons (:func:`warning_block`).
 from __future__ import annotations
 
 import math
+import zlib
 from typing import Any
 
 import numpy as np
+import pandas
 
+from stanaccel.diagnostics import convergence
 from stanaccel.diagnostics._arviz import az, numpy_path
+from stanaccel.diagnostics.convergence import Diagnostics, diagnose
 
 
-@numpy_path()
-def summary(idata: az.InferenceData, var_names: list[str] | None = None):
-    """ArviZ's summary table (mean, sd, HDI, MCSE, ESS bulk and tail, R-hat).
+def summary(idata: az.InferenceData, var_names: list[str] | None = None) -> pandas.DataFrame:
+    """ArviZ's summary table (mean, sd, HDI, MCSE, ESS bulk and tail, R-hat), with its rounding.
+
+    The same numbers as ``arviz.summary`` (its rank-normalised estimators),
+    computed over all the parameters at once (:mod:`~stanaccel.diagnostics.convergence`);
+    a parameter with a NaN draw has NaN throughout, its HDI too.
 
     Raises
     ------
     ValueError
         The posterior has no draws (a run stopped in its warm-up): the message says so.
     """
-    check_draws(idata.posterior, "summarise")
-    return az.summary(idata, var_names=var_names)
+    posterior = idata.posterior if var_names is None else idata.posterior[var_names]
+    check_draws(posterior, "summarise")
+    found, names = _diagnosed(posterior)
+    prob = az.rcParams["stats.ci_prob"]
+    columns = {
+        "mean": found.mean,
+        "sd": found.sd,
+        f"hdi_{100 * (1 - prob) / 2:g}%": found.hdi_lower,
+        f"hdi_{100 * (1 + prob) / 2:g}%": found.hdi_upper,
+        "mcse_mean": found.mcse_mean,
+        "mcse_sd": found.mcse_sd,
+        "ess_bulk": found.ess_bulk,
+        "ess_tail": found.ess_tail,
+        "r_hat": found.rhat,
+    }
+    table = pandas.DataFrame(columns, index=[name.replace(",", ", ") for name in names])
+    return table.round({name: {"ess_bulk": 0, "ess_tail": 0, "r_hat": 2}.get(name, 3) for name in columns})
+
+
+_last: list = []
+"""The last posterior's diagnostics, with its draws' CRC-32 and names: a run's summary and metrics (and
+its report) compute them once, and a posterior changed in place since is computed again."""
+
+
+def _diagnosed(posterior) -> tuple[Diagnostics, list[str]]:
+    """:func:`~stanaccel.diagnostics.convergence.diagnose` of every scalar of ``posterior`` (an ArviZ
+    dataset), and their names (``b[1,2]``); the last posterior's are kept, checked by a digest of its draws.
+    """
+    draws, names = scalar_draws(posterior)
+    digest = (zlib.crc32(memoryview(np.ascontiguousarray(draws)).cast("B")), draws.shape)
+    if _last and _last[0] == (digest, names):
+        return _last[1], names
+    found = diagnose(draws, az.rcParams["stats.ci_prob"])
+    _last[:] = [(digest, names), found]
+    return found, names
+
+
+def scalar_draws(posterior) -> tuple[np.ndarray, list[str]]:
+    """The draws of every scalar of ``posterior`` as one array (chains, draws, scalars), and their names."""
+    parts, names = [], []
+    for name, array in posterior.data_vars.items():
+        values = np.asarray(array.values, dtype=float)
+        parts.append(values.reshape(values.shape[0], values.shape[1], -1))
+        if array.ndim == 2:
+            names.append(name)
+            continue
+        dims = array.dims[2:]
+        for index in np.ndindex(values.shape[2:]):  # named by coordinates, as ArviZ names its rows
+            labels = [
+                array[dim].values[i] if dim in array.coords else i for dim, i in zip(dims, index, strict=True)
+            ]
+            names.append(f"{name}[{','.join(map(str, labels))}]")
+    chains, draws = posterior.sizes["chain"], posterior.sizes["draw"]
+    return (np.concatenate(parts, axis=2) if parts else np.empty((chains, draws, 0))), names
 
 
 def check_draws(posterior, what: str) -> None:
@@ -40,23 +99,6 @@ def check_draws(posterior, what: str) -> None:
             f"no draws to {what}: the run was stopped before its first kept draw (interrupted in its "
             "warm-up), so the posterior has 0 draws per chain; run it again and let the warm-up finish"
         )
-
-
-def _flat(dataset) -> dict[str, float]:
-    """Scalar values of a per-parameter ArviZ dataset, named ``var[i,j]``."""
-    out = {}
-    for name, array in dataset.data_vars.items():
-        values = np.atleast_1d(array.values)
-        if array.ndim == 0:
-            out[name] = float(values[0])
-            continue
-        for index in np.ndindex(array.shape):  # named by coordinates, as summary() names its rows
-            labels = [
-                array[dim].values[i] if dim in array.coords else i
-                for dim, i in zip(array.dims, index, strict=True)
-            ]
-            out[f"{name}[{','.join(map(str, labels))}]"] = float(array.values[index])
-    return out
 
 
 DRAWS_PER_CHAIN_MIN = 4
@@ -150,7 +192,6 @@ def _worst_name(values: dict[str, float], worst: float) -> str:
     return next((name for name, value in values.items() if value == worst), "")
 
 
-@numpy_path()
 def convergence_metrics(
     idata: az.InferenceData,
     *,
@@ -188,9 +229,10 @@ def convergence_metrics(
     posterior = idata.posterior if var_names is None else idata.posterior[var_names]
     check_draws(posterior, "measure")
     n_chains, n_draws = posterior.sizes["chain"], posterior.sizes["draw"]
-    ess_bulk = _flat(az.ess(posterior, method="bulk"))
-    ess_tail = _flat(az.ess(posterior, method="tail"))
-    rhat = _flat(az.rhat(posterior)) if n_chains > 1 else {k: float("nan") for k in ess_bulk}
+    found, names = _diagnosed(posterior)
+    ess_bulk = dict(zip(names, found.ess_bulk.tolist(), strict=True))
+    ess_tail = dict(zip(names, found.ess_tail.tolist(), strict=True))
+    rhat = dict(zip(names, found.rhat.tolist(), strict=True))
     bulk_min, tail_min = _worst(ess_bulk, largest=False), _worst(ess_tail, largest=False)
     metrics: dict[str, Any] = {
         "chains": int(n_chains),
@@ -570,7 +612,6 @@ def evidence_rows(metrics: dict[str, Any]) -> list[tuple[str, str]]:
     return [("log evidence", f"not given: {evidence['not_given']}")]
 
 
-@numpy_path()
 def mcse_z_scores(
     idata: az.InferenceData,
     var_name: str,
@@ -590,8 +631,9 @@ def mcse_z_scores(
     draws = idata.posterior[var_name]
     mean = draws.mean(dim=("chain", "draw")).values
     sd = draws.std(dim=("chain", "draw")).values
-    mcse_mean = az.mcse(idata, var_names=[var_name], method="mean")[var_name].values
-    mcse_sd = az.mcse(idata, var_names=[var_name], method="sd")[var_name].values
+    columns, _ = scalar_draws(idata.posterior[[var_name]])
+    mcse_mean = convergence.mcse_mean(columns).reshape(mean.shape)
+    mcse_sd = convergence.mcse_sd(columns).reshape(mean.shape)
     if independent_floor:
         n = draws.sizes["chain"] * draws.sizes["draw"]
         mcse_mean = np.maximum(mcse_mean, true_sd / np.sqrt(n))
@@ -599,7 +641,6 @@ def mcse_z_scores(
     return (mean - true_mean) / mcse_mean, (sd - true_sd) / mcse_sd
 
 
-@numpy_path()
 def reference_z_scores(idata: az.InferenceData, reference: az.InferenceData) -> np.ndarray:
     """Differences of posterior means and sds from a reference run, in combined MCSE units.
 
@@ -608,21 +649,14 @@ def reference_z_scores(idata: az.InferenceData, reference: az.InferenceData) -> 
     mcse_reference^2), for the mean and the sd of every scalar in the
     posterior group. Returns (2, n_scalars): means, then sds.
     """
-    out = []
-    for method in ("mean", "sd"):
-        a, b = idata.posterior, reference.posterior
-        reduce = (
-            (lambda d: d.mean(dim=("chain", "draw")))
-            if method == "mean"
-            else (lambda d: d.std(dim=("chain", "draw")))
-        )
-        se = np.sqrt(az.mcse(a, method=method) ** 2 + az.mcse(b, method=method) ** 2)
-        z = (reduce(a) - reduce(b)) / se
-        out.append(np.concatenate([np.ravel(z[v].values) for v in z.data_vars]))
-    return np.array(out)
+    a, _ = scalar_draws(idata.posterior)
+    b, _ = scalar_draws(reference.posterior[list(idata.posterior.data_vars)])
+    mean_error = np.hypot(convergence.mcse_mean(a), convergence.mcse_mean(b))
+    sd_error = np.hypot(convergence.mcse_sd(a), convergence.mcse_sd(b))
+    means = (a.mean(axis=(0, 1)) - b.mean(axis=(0, 1))) / mean_error
+    return np.array([means, (a.std(axis=(0, 1)) - b.std(axis=(0, 1))) / sd_error])
 
 
-@numpy_path()
 def rhat_trace(draws: np.ndarray, points: int = 12) -> list[tuple[int, float]]:
     """Median R-hat over coordinates against the number of draws.
 
@@ -636,8 +670,7 @@ def rhat_trace(draws: np.ndarray, points: int = 12) -> list[tuple[int, float]]:
     out = []
     for k in lengths:
         part = draws[:, k // 2 : k]
-        values = [float(az.rhat(part[:, :, i])) for i in range(draws.shape[2])]
-        out.append((k, float(np.median(values))))
+        out.append((k, float(np.median(convergence.rhat(part)))))
     return out
 
 
@@ -657,19 +690,17 @@ def autocorrelation(series: np.ndarray, max_lag: int) -> np.ndarray:
     return out
 
 
-@numpy_path()
 def bulk_ess(series: np.ndarray) -> float:
     """The rank-normalised bulk ESS of a scalar statistic over chains, ``series`` (chains, draws)."""
-    return float(az.ess(np.asarray(series, dtype=float), method="bulk"))
+    return float(convergence.ess_bulk(np.asarray(series, dtype=float)[:, :, None])[0])
 
 
-@numpy_path()
 def worst_bulk_ess(draws: np.ndarray) -> float:
     """The smallest bulk ESS over the coordinates of ``draws`` (chains, draws, dim)."""
-    return min(bulk_ess(draws[:, :, j]) for j in range(draws.shape[2]))
+    values = convergence.ess_bulk(draws)
+    return float(np.nanmin(values)) if not np.isnan(values).all() else float("nan")
 
 
-@numpy_path()
 def worst_ess(draws: np.ndarray) -> float:
     """The headline ESS of ``draws`` (chains, draws, dim): the smallest of bulk and tail ESS over coordinates.
 
@@ -682,14 +713,9 @@ def worst_ess(draws: np.ndarray) -> float:
     return float(np.min(values[~np.isnan(values)], initial=np.inf))  # a constant coordinate has none
 
 
-@numpy_path()
 def ess_by_coordinate(draws: np.ndarray) -> np.ndarray:
     """min(bulk, tail) ESS of each coordinate of ``draws`` (chains, draws, dim): which one is slowest."""
-    out = np.empty(draws.shape[2])
-    for j in range(draws.shape[2]):
-        series = np.asarray(draws[:, :, j], dtype=float)
-        out[j] = min(float(az.ess(series, method="bulk")), float(az.ess(series, method="tail")))
-    return out
+    return np.minimum(convergence.ess_bulk(draws), convergence.ess_tail(draws))
 
 
 def split_rhat(draws: np.ndarray) -> float:
@@ -711,19 +737,15 @@ def split_rhat(draws: np.ndarray) -> float:
     return float(np.nanmax(rhat)) if np.isfinite(rhat).any() else float("nan")
 
 
-@numpy_path()
 def worst_rhat(draws: np.ndarray) -> float:
     """The largest rank-normalised split R-hat over the coordinates of ``draws`` (chains, draws, dim).
 
     NaN for one chain, or where no coordinate has a finite R-hat (constant draws).
     """
-    if draws.shape[0] < 2:
-        return float("nan")
-    values = np.array([az.rhat(np.asarray(draws[:, :, j], dtype=float)) for j in range(draws.shape[2])])
+    values = convergence.rhat(draws)
     return float(np.nanmax(values)) if np.isfinite(values).any() else float("nan")
 
 
-@numpy_path()
 def mcse_mean(series: np.ndarray) -> float:
     """The Monte Carlo standard error of the mean of a scalar statistic, ``series`` (chains, draws)."""
-    return float(az.mcse(np.asarray(series, dtype=float), method="mean"))
+    return float(convergence.mcse_mean(np.asarray(series, dtype=float)[:, :, None])[0])

@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from stanaccel.diagnostics._arviz import az, numpy_path
+from stanaccel.diagnostics import convergence
+from stanaccel.diagnostics._arviz import az
+from stanaccel.diagnostics.metrics import scalar_draws
 
 FRACTIONS = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0)
 
 
-@numpy_path()
 def convergence_by_prefix(
     idata: az.InferenceData,
     *,
@@ -49,13 +50,13 @@ def convergence_by_prefix(
     out: dict[str, list[float]] = {
         k: [] for k in ("fraction", "draws", "seconds", "ess_bulk_min", "rhat_max")
     }
+    draws, _ = scalar_draws(posterior)
     for fraction in fractions:
         k = int(round(fraction * n))
         if k < 4:
             continue
-        part = posterior.isel(draw=slice(0, k))
-        ess = _worst(az.ess(part, method="bulk"), np.nanmin)
-        rhat = _worst(az.rhat(part), np.nanmax) if posterior.sizes["chain"] > 1 else float("nan")
+        ess = _worst(convergence.ess_bulk(draws[:, :k]), np.nanmin)
+        rhat = _worst(convergence.rhat(draws[:, :k]), np.nanmax)
         out["fraction"].append(k / n)
         out["draws"].append(k)
         out["seconds"].append(before + sampling * k / n)
@@ -64,6 +65,5 @@ def convergence_by_prefix(
     return out
 
 
-def _worst(dataset, reduce) -> float:
-    values = np.concatenate([np.ravel(v.values) for v in dataset.data_vars.values()])
+def _worst(values: np.ndarray, reduce) -> float:
     return float(reduce(values)) if values.size and not np.all(np.isnan(values)) else float("nan")
