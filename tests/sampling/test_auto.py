@@ -97,14 +97,16 @@ def check_table(auto: dict, chosen: str) -> None:
 
 
 def test_auto_runs_stan_nuts_at_once_where_its_whole_run_is_short(files, monkeypatch):
-    """No pilot could pay for itself: ``auto`` is then ``--method nuts``, the same draws for the same seed."""
+    """No pilot could pay for itself: ``auto`` is then ``--method nuts`` with a dense metric (a few
+    parameters), the same draws for the same seed."""
     monkeypatch.setattr(auto_module, "QUICK_NUTS_SECONDS", auto_module.QUICK_NUTS_DEFAULT)
     lines = []
     result = sample(files / "regression.stan", files / "regression.json", "auto", {"draws": 300}, seed=3,
                     progress=False, log=lines.append)  # fmt: skip
-    nuts = sample(files / "regression.stan", files / "regression.json", "nuts", {"draws": 300}, seed=3,
-                  progress=False)  # fmt: skip
+    dense = {"draws": 300, "metric": "dense"}
+    nuts = sample(files / "regression.stan", files / "regression.json", "nuts", dense, seed=3, progress=False)
     np.testing.assert_array_equal(result.run.draws_unconstrained, nuts.run.draws_unconstrained)
+    assert "(metric dense)" in lines[0]
     assert lines[0].startswith("auto: trying nuts first: a whole Stan NUTS run is projected at ")
     assert result.reports["auto"]["pilots"] == [] and set(result.charged_seconds) == {"auto check"}
     modes = result.reports["modes"]  # L-BFGS from 4 mirrored starts found one mode, which the draws visit

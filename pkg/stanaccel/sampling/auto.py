@@ -202,6 +202,14 @@ its pilot then costs little, and its projection caps the others' pilots at :data
 run. The projection assumes :data:`QUICK_LEAPFROGS` per iteration, which misses by 6x either way (on
 posteriordb gp_regr takes about 5, arK 33), so only the pilot tells how long NUTS's run is."""
 
+QUICK_DENSE_MAX_DIM = 100
+"""Up to this many parameters Stan's NUTS run at once (:func:`_nuts_at_once`) adapts a dense metric
+(Stan's ``metric=dense``), beyond it the diagonal. On posteriordb's cheap posteriors the dense metric
+made 1.8-67x the diagonal's ESS per second (kidiq_interaction 15x, diamonds 67x: correlated regression
+coefficients), and nowhere less; its dim^2 per leapfrog step is nothing at a few dozen parameters, and
+Stan's windowed adaptation estimates a covariance of up to about a hundred from its last 500 warm-up
+draws (beyond that its regularisation toward the identity dominates)."""
+
 QUICK_LEAPFROGS = 32
 """Gradients per NUTS iteration in that projection: a tree depth of 5 (arK of posteriordb: 33 per
 iteration); a deeper tree only makes NUTS dearer, and the pilots more worth their cost."""
@@ -753,7 +761,8 @@ def _quick_nuts(model, auto: AutoSettings) -> tuple[str, float]:
 
 
 def _nuts_at_once(why, model, auto, seed, seeds, progress, say, checkpoint, start) -> SampleResult:
-    """Stan's NUTS as ``--method nuts`` runs it (the same seeds, so the same draws), the check charged.
+    """Stan's NUTS as ``--method nuts --set metric=dense`` runs it (the same seeds, so the same draws; the
+    diagonal metric above :data:`QUICK_DENSE_MAX_DIM` parameters), the check charged.
 
     Where its chains then disagree (R-hat above :data:`CHECK_RHAT`: stuck,
     as on posteriordb's ``arma11`` from some of Stan's random starts),
@@ -763,11 +772,13 @@ def _nuts_at_once(why, model, auto, seed, seeds, progress, say, checkpoint, star
     chosen: the choice is the reason recorded, and said, once it is kept.
     """
     method = next(spec.name for spec in METHODS.values() if spec.auto == "own-warmup")
+    metric = "dense" if model.dim <= QUICK_DENSE_MAX_DIM else "diag"
+    why = f"{why} (metric {metric})"
     line = f"auto: chose {method}: {why}"
     say(f"auto: trying {method} first: {why}; it is kept if its chains agree (split R-hat up to "
         f"{CHECK_RHAT:g})")  # fmt: skip
     checked = time.perf_counter() - start
-    config = make_config(method, {"chains": auto.chains, "draws": auto.draws})
+    config = make_config(method, {"chains": auto.chains, "draws": auto.draws, "metric": metric})
     result = run_nuts(config, model, model.name.removesuffix("_model"), seed, seeds, None, progress, say,
                       checkpoint_part(checkpoint, "auto quick nuts"))  # fmt: skip
     result.charged_seconds["auto check"] = checked
