@@ -1,4 +1,4 @@
-"""posteriordb: ``stanaccel sample --method auto`` against ``--method nuts`` on its reference posteriors.
+"""posteriordb: ``stanaccel sample --method auto`` against its peers on posteriordb's reference posteriors.
 
 posteriordb (https://github.com/stan-dev/posteriordb, BSD-3) is a set of
 Stan programs, their data and, for some, reference draws (10 chains x 1000
@@ -12,41 +12,74 @@ posteriors it does not know). Point the script at a local copy with
 For each posterior with reference draws (or those of ``--posteriors``) the
 script unzips the program and the data to a work folder, compiles the
 program once with ``stanaccel compile`` (its time is reported on its own and
-charged to neither run), then runs the command line, each as its own
-process timed by the wall clock: ``stanaccel sample PROGRAM --data DATA
---method nuts`` first, then ``--method auto``, with the same chains, draws
-and seed, ``-q``. A run past ``--timeout`` is killed and recorded as
-skipped, as is a posterior whose program stanc refuses (the reason is the
-first line of the error); a run that crashes is recorded as failed, with
-its reason.
+charged to no run), then runs, on that compiled program, each run of
+:data:`RUNS` (or those of ``--peers``) once per seed of ``--seeds`` (three
+different seeds by default; the seeds in the outer loop, so that a slow
+minute of the machine falls on every run alike), each as its own process
+timed by the wall clock, with the same chains (4), warm-up (1000
+iterations; ``auto`` chooses its own) and draws:
+
+- ``nuts``: ``stanaccel sample --method nuts``, Stan's NUTS with the
+  diagonal metric (Stan's default);
+- ``nuts-dense``: the same with ``--set metric=dense``;
+- ``nutpie``: nutpie (PyPI ``nutpie``, the ``peers`` extra) with its default
+  adaptation, and ``nutpie-lowrank``: with
+  ``low_rank_modified_mass_matrix=True``. Both run this script's
+  ``--run-nutpie`` mode (:func:`run_nutpie`): nutpie's Python-function model
+  (``nutpie.compiled_pyfunc.from_pyfunc``) over stanaccel's own
+  ``StanModel`` of the same compiled program and data, so each gradient
+  pays a Python call (a C-level link would be faster); its chains run in
+  nutpie's threads (as many as the CPUs, up to the chains), as Stan's do in
+  stanaccel's. Its seconds charged are those of its ``nutpie.sample`` call
+  (warm-up, sampling and its conversion to InferenceData; nutpie's
+  statistics hold no timing) and of mapping the kept draws to the
+  constrained parameters, transformed parameters and generated quantities
+  afterwards; its gradients are the
+  ``StanModel``'s count;
+- ``auto``: ``stanaccel sample --method auto``.
+
+A run past ``--timeout`` is killed and recorded as skipped (and that run is
+not tried with the other seeds), as is a posterior whose program stanc
+refuses (the reason is the first line of the error); a run that crashes is
+recorded as failed, with its reason.
 
 Each run is scored from its draws (:func:`score`): ESS = the worst over the
 parameters the reference draws hold of min(bulk ESS, tail ESS) (ArviZ), per
-second charged (the run's ``wall_seconds`` from its metrics: warm-up,
-pilots, set-ups and sampling) and per second of the process's wall clock
-(start-up, imports, loading the compiled program and writing the files
-included); the table gives auto / NUTS for both. (The metrics' own
-``ess_min`` covers every posterior variable, generated quantities too; it
-is in the JSON.) Runs of under ``--repeat-under`` seconds charged (10) are
-timer noise as much as speed, so both methods run again with the same
-seed until either's runs add up to ``--repeat-under`` seconds, up to
-``--repeats`` times each (9), and the ESS per second are the medians
-(:func:`median_run`). Each run's draws are checked against the reference
+second charged (``stanaccel sample``: the run's ``wall_seconds`` from its
+metrics: warm-up, pilots, set-ups and sampling), per second of the process's
+wall clock (start-up, imports, loading the compiled program and writing the
+files included), and per 1000 gradient evaluations (the metrics'
+``evaluations``; "-" where a run does not report them: for ``auto`` they
+are those its metrics count, of the sampler it chose, not its pilots' nor
+its Laplace warm-up's, so that figure flatters it). Short runs
+were once repeated with one seed until they added up to ten seconds; the
+three seeds replace that: every figure is the median over the seeds.
+
+A run is converged when the worst rank-normalised R-hat over the reference's
+parameters is under 1.01 and its draws pass the check against the reference
 draws (:func:`check`): for every parameter z = (mean - ref mean) /
 sqrt(mcse^2 + ref mcse^2) (ArviZ MCSEs), passing when the worst |z| is
-under the Bonferroni limit norm.isf(0.01 / (2 n)) for the n parameters;
-an sd passes when within 15% of the reference's, or its z (with the MCSEs
-of the sds) under the same limit.
+under the Bonferroni limit norm.isf(0.01 / (2 n)) for the n parameters; an
+sd passes when within 15% of the reference's, or its z (with the MCSEs of
+the sds) under the same limit. A method counts on a posterior only where
+its runs of every seed converged; otherwise its cell says why it failed
+(the first failing seed's reason), and it is neither a baseline nor a win.
 
-It prints one Markdown table, a row per posterior, then the spread of the
-ratio auto / NUTS (worst, median, best) and the share of posteriors where
-auto beats NUTS; ``--markdown FILE`` writes the same text, and every row
-goes to a JSON file (``--json``, default ``FOLDER/posteriordb.json``,
-rewritten after each posterior) that ``--rerender`` turns back into the
-table without running anything.
+It prints one Markdown table, a row per posterior, with each method's
+median ESS per second charged, per second of process wall and per 1000
+gradients, and auto / the best converged peer (every run but ``auto``) and
+auto / ``nuts`` (Stan's default NUTS); then the spread of auto / best peer
+over the posteriors (worst, median, best), the share of posteriors where
+``auto`` is ahead (a failed ``auto`` is behind; a converged one with no
+converged peer ahead) and the median of auto / ``nuts``. The header names
+the commit (``git describe --dirty``) the run measured. ``--markdown FILE``
+writes the same text, and every row goes to a JSON file (``--json``,
+default ``FOLDER/posteriordb.json``, rewritten after each posterior) that
+``--rerender`` turns back into the table without running anything.
 
 Run: .venv/bin/python benchmarks/posteriordb.py [FOLDER] --posteriordb DIR [--posteriors a,b,c]
-     [--chains 4] [--draws 1000] [--seed 1] [--timeout 1200] [--markdown out.md] [--json rows.json]
+     [--peers nuts,nutpie,auto] [--seeds 1,2,3] [--chains 4] [--draws 1000] [--timeout 1200]
+     [--markdown out.md] [--json rows.json]
      .venv/bin/python benchmarks/posteriordb.py --rerender rows.json [--markdown out.md]
 """
 
@@ -76,11 +109,29 @@ from stanaccel.diagnostics._arviz import az, numpy_path
 
 NAMES_FILE = Path(__file__).with_name("posteriordb_names.txt")
 """The posteriors of posteriordb with reference draws, one name a line (names only)."""
-METHODS = ("nuts", "auto")  # NUTS first: every ratio is against it
+RUNS = {
+    "nuts": ("stanaccel", ("--method", "nuts")),
+    "nuts-dense": ("stanaccel", ("--method", "nuts", "--set", "metric=dense")),
+    "nutpie": ("nutpie", ()),
+    "nutpie-lowrank": ("nutpie", ("--low-rank",)),
+    "auto": ("stanaccel", ("--method", "auto")),
+}
+"""The runs on each posterior: name -> (runner, its arguments). ``stanaccel`` runs ``stanaccel sample``,
+``nutpie`` this script's ``--run-nutpie``; each gets the program, data, chains, draws, seed and output."""
+AUTO = "auto"
+"""The run measured against the others, its peers."""
+STAN_DEFAULT = "nuts"
+"""Stan's default NUTS (diagonal metric), the second ratio's baseline."""
+WARMUP = 1000
+"""Warm-up iterations of nutpie, as of Stan's NUTS (its default)."""
+RHAT_MAX = 1.01
+"""A run converged only where every reference parameter's rank-normalised R-hat is under this."""
 ALPHA = 0.01
 """Family-wise error rate of the checks against the reference draws (Bonferroni over the parameters)."""
 SD_TOLERANCE = 0.15
 """An sd within this relative distance of the reference's passes whatever its z."""
+MEASURES = ("ess", "ess_per_charged_second", "ess_per_process_second", "ess_per_1000_gradients")
+"""What each run's score holds and the seeds' medians report."""
 GET_POSTERIORDB = (
     "get a local posteriordb with `git clone https://github.com/stan-dev/posteriordb` (then pass "
     "--posteriordb posteriordb) or `pip install posteriordb` (its PosteriorDatabaseGithub downloads a copy; "
@@ -246,10 +297,21 @@ def ess_bulk_tail(x: np.ndarray) -> tuple[float, float]:
         return _scalar(az.ess(x, method="bulk")), _scalar(az.ess(x, method="tail"))
 
 
+def rank_rhat(x: np.ndarray) -> float:
+    """ArviZ's rank-normalised split R-hat of one scalar's (chain, draw) draws (NaN for a constant)."""
+    with numpy_path():
+        return _scalar(az.rhat(x, method="rank"))
+
+
 def score(
-    draws: Any, charged_seconds: float, process_seconds: float, names: list[str] | None = None
+    draws: Any,
+    charged_seconds: float,
+    process_seconds: float,
+    names: list[str] | None = None,
+    gradients: int | None = None,
 ) -> dict[str, Any]:
-    """ESS = the worst over the parameters of min(bulk ESS, tail ESS), and it per second both ways.
+    """ESS = the worst over the parameters of min(bulk ESS, tail ESS), per second both ways and per
+    1000 gradients; and the worst R-hat.
 
     Parameters
     ----------
@@ -261,6 +323,8 @@ def score(
     names : list of str, optional
         The scalars to score, named as posteriordb names them (``b[2,1]``);
         default every scalar of the draws. A constant one (NaN ESS) is left out.
+    gradients : int, optional
+        The run's gradient evaluations; without them ``ess_per_1000_gradients`` is None.
     """
     columns, missing = columns_of(draws, names)
     ess = {name: ess_bulk_tail(x) for name, x in columns.items()}
@@ -272,6 +336,9 @@ def score(
         bulk = min(b for b, _ in ess.values())
         tail = min(t for _, t in ess.values())
         value = min(ess[worst])
+    rhats = {name: rank_rhat(x) for name, x in columns.items()}
+    rhats = {name: r for name, r in rhats.items() if np.isfinite(r)}
+    rhat_worst = max(rhats, key=rhats.get, default=None)
     return {
         "ess": value,
         "ess_bulk_min": bulk,
@@ -279,6 +346,10 @@ def score(
         "worst": worst,
         "ess_per_charged_second": value / charged_seconds if charged_seconds > 0 else math.nan,
         "ess_per_process_second": value / process_seconds if process_seconds > 0 else math.nan,
+        "ess_per_1000_gradients": 1000 * value / gradients if gradients else None,
+        "gradients": gradients,
+        "rhat_max": rhats[rhat_worst] if rhat_worst else math.nan,
+        "rhat_worst": rhat_worst,
         "parameters": len(columns),
         "missing": missing,
     }
@@ -410,26 +481,46 @@ def short_reason(reason: str) -> str:
     return out
 
 
+def run_command(
+    name: str, program: Path, data: Path, seed: int, output: Path, args: argparse.Namespace
+) -> list[str]:
+    """The command line of run ``name`` (:data:`RUNS`) of ``program`` on ``data`` with ``seed``, writing
+    its draws to ``output`` (netCDF) and its metrics beside it (``.metrics.json``)."""
+    runner, arguments = RUNS[name]
+    common = ["--chains", str(args.chains), "--draws", str(args.draws), "--seed", str(seed),
+              "-o", str(output)]  # fmt: skip
+    if runner == "stanaccel":
+        return [*stanaccel_command(), "sample", str(program), "--data", str(data), *arguments, *common, "-q"]
+    script = str(Path(__file__).resolve())
+    return [sys.executable, script, "--run-nutpie", str(program), "--data", str(data), *arguments, *common]
+
+
 def sample_run(
-    method: str, program: Path, data: Path, reference: dict[str, np.ndarray], args: argparse.Namespace
+    name: str,
+    seed: int,
+    program: Path,
+    data: Path,
+    reference: dict[str, np.ndarray],
+    args: argparse.Namespace,
 ) -> dict[str, Any]:
-    """One ``stanaccel sample`` process: its status, seconds, metrics, score and check."""
-    output = program.with_name(f"{method}.nc")
-    metrics_path = output.with_name(f"{method}.metrics.json")
+    """One run's process: its status, seconds, metrics, score, check and why it failed (None: converged)."""
+    output = program.with_name(f"{name}-seed{seed}.nc")
+    metrics_path = output.with_suffix(".metrics.json")
     for stale in (output, metrics_path):
         stale.unlink(missing_ok=True)  # an earlier run's files must not pass for this one's
-    command = [
-        *stanaccel_command(), "sample", str(program), "--data", str(data), "--method", method,
-        "--chains", str(args.chains), "--draws", str(args.draws), "--seed", str(args.seed), "-q",
-        "-o", str(output),
-    ]  # fmt: skip
+    command = run_command(name, program, data, seed, output, args)
     status, seconds, stderr = run_process(command, args.timeout, output.with_suffix(""))
-    run: dict[str, Any] = {"method": method, "command": shlex.join(command), "process_seconds": seconds}
+    run: dict[str, Any] = {
+        "name": name,
+        "seed": seed,
+        "command": shlex.join(command),
+        "process_seconds": seconds,
+    }
     if status is None:
         return {**run, "status": "skipped", "reason": f"timed out after {args.timeout:g} s"}
     if status != 0 or not metrics_path.is_file():
         why = error_reason(stderr)
-        if status == 2:  # bad input: stanaccel refused the program, the data or the settings
+        if status == 2:  # bad input: the runner refused the program, the data or the settings
             return {**run, "status": "skipped", "reason": f"refused: {why}"}
         return {**run, "status": "failed", "reason": f"exit {status}: {why}"}
     metrics = json.loads(metrics_path.read_text())
@@ -441,14 +532,12 @@ def sample_run(
         status="ok",
         charged_seconds=charged,
         charged=metrics.get("charged_seconds", {}),
-        converged=bool(metrics.get("converged", False)),
-        rhat_max=metrics.get("rhat_max"),
-        metrics_ess_min=metrics.get("ess_min"),
-        metrics_ess_per_second=metrics.get("ess_per_second"),
+        converged_by_its_checks=bool(metrics.get("converged", False)),
         sampler=metrics.get("sampler"),
-        score=score(draws, charged, seconds, list(reference)),
+        score=score(draws, charged, seconds, list(reference), metrics.get("evaluations")),
         check=check(draws, reference),
     )
+    run["failure"] = failure(run)
     if "auto" in metrics:
         reason = metrics["auto"].get("reason", "")
         run["auto"] = {
@@ -459,8 +548,56 @@ def sample_run(
     return run
 
 
+def failure(run: dict) -> str | None:
+    """Why a run that ran is not converged (R-hat, then its check against the reference), or None."""
+    s, c = run["score"], run["check"]
+    if not math.isfinite(s["rhat_max"]) or s["rhat_max"] >= RHAT_MAX:
+        return f"R-hat {s['rhat_max']:.3f} ({s['rhat_worst']})"
+    if c["missing"]:
+        return f"lacks {', '.join(c['missing'][:3])}"
+    if not c["means_pass"]:
+        return f"mean of {c['worst_z_name']} off, |z| {c['worst_z']:.2f} > {c['limit']:.2f}"
+    if not c["sd_pass"]:
+        name, bad = next(iter(c["sd_failures"].items()))
+        return f"sd of {name} {bad['relative']:+.0%}"
+    return None
+
+
+def over_seeds(runs: list[dict]) -> dict[str, Any]:
+    """One method on one posterior: its runs (one a seed), the medians of :data:`MEASURES` over them, and
+    its status: ``ok`` where every seed's run converged, else the first seed's reason why not."""
+    out: dict[str, Any] = {"seeds": runs, "status": "ok"}
+    for run in runs:
+        if run["status"] != "ok":
+            return {**out, "status": run["status"], "reason": f"seed {run['seed']}: {run['reason']}"}
+    for key in MEASURES:
+        values = [run["score"][key] for run in runs]
+        out[key] = None if None in values else float(np.median(values))
+    failed = [run for run in runs if run["failure"]]
+    if failed:
+        out.update(status="failed", reason=f"seed {failed[0]['seed']}: {failed[0]['failure']}")
+    return out
+
+
+def ratios(methods: dict[str, dict]) -> dict[str, Any]:
+    """auto / the best converged peer (ESS per second charged, and per second of process wall: each its
+    own best), that peer's name, and auto / Stan's default NUTS; absent where either did not converge."""
+    out: dict[str, Any] = {}
+    auto = methods.get(AUTO, {})
+    peers = {name: m for name, m in methods.items() if name != AUTO and m["status"] == "ok"}
+    for key, measure in (("charged", "ess_per_charged_second"), ("process", "ess_per_process_second")):
+        best = max(peers, key=lambda name: peers[name][measure], default=None)
+        out[f"best_peer_{key}"] = best
+        if best is not None and auto.get("status") == "ok" and peers[best][measure] > 0:
+            out[f"ratio_{key}"] = auto[measure] / peers[best][measure]
+    nuts = peers.get(STAN_DEFAULT)
+    if nuts is not None and auto.get("status") == "ok" and nuts["ess_per_charged_second"] > 0:
+        out["ratio_nuts"] = auto["ess_per_charged_second"] / nuts["ess_per_charged_second"]
+    return out
+
+
 def benchmark(name: str, info: dict, database: Path, folder: Path, args: argparse.Namespace) -> dict:
-    """One posterior's row: compile, NUTS, auto, and the ratios."""
+    """One posterior's row: compile, every run of ``args.peers`` with every seed, and the ratios."""
     row: dict[str, Any] = {"posterior": name, "status": "ok"}
     path = reference_path(database, info)
     if not path.is_file():
@@ -473,65 +610,16 @@ def benchmark(name: str, info: dict, database: Path, folder: Path, args: argpars
           flush=True)  # fmt: skip
     if row["compile"]["status"] != "ok":
         return {**row, "status": "skipped", "reason": row["compile"]["reason"]}
-    runs: dict[str, list[dict]] = {method: [] for method in METHODS}
-    while True:
-        for method in METHODS:
-            runs[method].append(sample_run(method, program, data, reference, args))
-            print(f"{name}: {method} {run_line(runs[method][-1])}", flush=True)
-        if not short(runs, args):
-            break
-    for method in METHODS:
-        row[method] = median_run(runs[method])
-    nuts, auto = row["nuts"], row["auto"]
-    if nuts["status"] == auto["status"] == "ok":
-        for key, which in (
-            ("ratio_charged", "ess_per_charged_second"),
-            ("ratio_process", "ess_per_process_second"),
-        ):
-            mine, theirs = auto["score"][which], nuts["score"][which]
-            row[key] = mine / theirs if theirs > 0 else math.nan
+    runs: dict[str, list[dict]] = {method: [] for method in args.peers}
+    for seed in args.seeds:
+        for method in args.peers:
+            if runs[method] and runs[method][-1]["status"] == "skipped":
+                continue  # timed out or refused: the other seeds would too
+            runs[method].append(sample_run(method, seed, program, data, reference, args))
+            print(f"{name}: {method} seed {seed}: {run_line(runs[method][-1])}", flush=True)
+    row["methods"] = {method: over_seeds(method_runs) for method, method_runs in runs.items()}
+    row.update(ratios(row["methods"]))
     return row
-
-
-def short(runs: dict[str, list[dict]], args: argparse.Namespace) -> bool:
-    """Whether to run both methods again: each ran fine, neither's runs so far add up to
-    ``--repeat-under`` seconds charged, and each ran fewer than ``--repeats`` times.
-
-    A 0.15 s run thus runs ``--repeats`` times, a 4 s one three times, a 12 s one once: the
-    timer's noise (tens of milliseconds a process) shrinks against the seconds measured.
-    """
-    latest = [method_runs[-1] for method_runs in runs.values()]
-    return (
-        len(runs[METHODS[0]]) < args.repeats
-        and all(run["status"] == "ok" for run in latest)
-        and max(sum(run["charged_seconds"] for run in method_runs) for method_runs in runs.values())
-        < args.repeat_under
-    )
-
-
-def median_run(runs: list[dict]) -> dict:
-    """The first run, its ESS per second (both ways) the median over ``runs``, each repeat listed.
-
-    Seconds under ten are timer noise as much as speed (a 0.1 s run measured
-    0.05 s in one process and 0.08 s in the next with the same draws), so
-    short runs are repeated with the same seed and the medians compared.
-    """
-    first = runs[0]
-    if len(runs) == 1:
-        return first
-    keys = ("ess_per_charged_second", "ess_per_process_second")
-    repeats = [
-        {
-            "charged_seconds": run["charged_seconds"],
-            "process_seconds": run["process_seconds"],
-            "ess": run["score"]["ess"],
-            **{key: run["score"][key] for key in keys},
-            **({"chosen": run["auto"]["chosen"]} if "auto" in run else {}),
-        }
-        for run in runs
-    ]
-    medians = {key: float(np.median([r[key] for r in repeats])) for key in keys}
-    return {**first, "score": {**first["score"], **medians}, "repeats": repeats}
 
 
 def run_line(run: dict) -> str:
@@ -540,13 +628,125 @@ def run_line(run: dict) -> str:
         return f"{run['status']} after {run['process_seconds']:.1f} s: {run['reason']}"
     s, c = run["score"], run["check"]
     chose = f"chose {run['auto']['chosen']}, " if "auto" in run else ""
+    gradients = f", {s['gradients']} gradients" if s["gradients"] else ""
     return (
-        f"{chose}{run['charged_seconds']:.1f} s charged, {run['process_seconds']:.1f} s process; "
+        f"{chose}{run['charged_seconds']:.1f} s charged, {run['process_seconds']:.1f} s process{gradients}; "
         f"ESS {s['ess']:.0f} (bulk {s['ess_bulk_min']:.0f}, tail {s['ess_tail_min']:.0f}, {s['worst']}), "
-        f"{s['ess_per_charged_second']:.1f} ESS/s charged; worst |z| {c['worst_z']:.2f} "
-        f"({c['worst_z_name']}, limit {c['limit']:.2f}), sd {'ok' if c['sd_pass'] else 'FAIL'}"
-        + ("" if run["converged"] else "; NOT CONVERGED by its own checks")
+        f"{s['ess_per_charged_second']:.1f} ESS/s charged; R-hat {s['rhat_max']:.3f}; worst |z| "
+        f"{c['worst_z']:.2f} ({c['worst_z_name']}, limit {c['limit']:.2f}), "
+        f"sd {'ok' if c['sd_pass'] else 'FAIL'}" + (f"; FAILED: {run['failure']}" if run["failure"] else "")
     )
+
+
+# --- nutpie's runs (this script's --run-nutpie mode) ------------------------------------------------------
+
+
+def nutpie_model(model: Any) -> Any:
+    """nutpie's Python-function model of a stanaccel ``StanModel``: its log density and gradient on the
+    unconstrained space (-inf where Stan says the density is undefined: nutpie rejects that step), each
+    draw kept as it is (``unconstrained``): :func:`constrained_draws` maps the kept ones afterwards,
+    not nutpie's warm-up draws too."""
+    from nutpie.compiled_pyfunc import from_pyfunc
+
+    from stanaccel.stan.errors import StanDomainError
+
+    def make_log_density():
+        def log_density(x: np.ndarray) -> tuple[float, np.ndarray]:
+            try:
+                return model.log_density_gradient(x)
+            except StanDomainError:
+                return -math.inf, np.zeros_like(x)
+
+        return log_density
+
+    def make_expand(seed1: int, seed2: int, chain: int):
+        return lambda x: {"unconstrained": x.copy()}
+
+    return from_pyfunc(
+        model.dim, make_log_density, make_expand, [np.dtype("float64")], [(model.dim,)], ["unconstrained"]
+    )
+
+
+def constrained_draws(model: Any, unconstrained: np.ndarray, seed: int) -> dict[str, np.ndarray]:
+    """Each variable's (chain, draw, ...) draws: the parameters, transformed parameters and generated
+    quantities of (chain, draw, dim) unconstrained draws, as ``stanaccel sample`` writes them (NaN
+    where a generated quantity rejects)."""
+    from stanaccel.stan.errors import StanEvaluationError
+
+    size = model.param_num(include_tp=True, include_gq=True)
+    rng = np.random.default_rng(seed)  # the generated quantities' seeds
+    flat = np.empty((*unconstrained.shape[:2], size))
+    for index in np.ndindex(*unconstrained.shape[:2]):
+        try:
+            flat[index] = model.param_constrain(
+                unconstrained[index], include_tp=True, include_gq=True, seed=int(rng.integers(2**32))
+            )
+        except StanEvaluationError:
+            flat[index] = math.nan
+    return model.unflatten(flat, include_tp=True, include_gq=True)
+
+
+def run_nutpie(argv: list[str]) -> int:
+    """``--run-nutpie PROGRAM --data DATA ...``: nutpie on the compiled program, written as ``stanaccel
+    sample`` writes its runs (the draws to ``-o``, netCDF; ``wall_seconds`` and ``evaluations`` beside).
+
+    Its seconds charged are those of ``nutpie.sample`` (warm-up, sampling, its InferenceData) and of
+    mapping the kept draws to the constrained space with their generated quantities.
+    """
+    parser = argparse.ArgumentParser(prog="posteriordb.py --run-nutpie", description=run_nutpie.__doc__)
+    parser.add_argument("program")
+    parser.add_argument("--data", default=None)
+    parser.add_argument("--chains", type=int, default=4)
+    parser.add_argument("--warmup", type=int, default=WARMUP)
+    parser.add_argument("--draws", type=int, default=1000)
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--low-rank", action="store_true", help="low_rank_modified_mass_matrix=True")
+    parser.add_argument("-o", "--output", required=True)
+    args = parser.parse_args(argv)
+    import nutpie
+
+    from stanaccel.stan.errors import StanError
+    from stanaccel.stan.model import StanModel
+
+    try:
+        model = StanModel(Path(args.program), Path(args.data) if args.data else None)
+    except (StanError, OSError) as error:  # the program or data refused: exit 2, as `stanaccel sample`
+        print(f"{type(error).__name__}: {error}", file=sys.stderr)
+        return 2
+    compiled = nutpie_model(model)
+    start = time.perf_counter()
+    idata = nutpie.sample(
+        compiled,
+        chains=args.chains,
+        tune=args.warmup,
+        draws=args.draws,
+        seed=args.seed,
+        progress_bar=False,
+        low_rank_modified_mass_matrix=args.low_rank,
+    )
+    sampled = time.perf_counter()
+    posterior = constrained_draws(model, idata.posterior["unconstrained"].values, args.seed)
+    seconds = time.perf_counter() - start
+    output = Path(args.output)
+    az.from_dict(posterior=posterior).to_netcdf(output)
+    adaptation = "low-rank" if args.low_rank else "diagonal"
+    metrics = {
+        "sampler": f"nutpie {nutpie.__version__} ({adaptation} mass matrix; Python-function model)",
+        "seed": args.seed,
+        "chains": args.chains,
+        "warmup": args.warmup,
+        "draws_per_chain": args.draws,
+        "wall_seconds": seconds,
+        "sampling_seconds": sampled - start,
+        "evaluations": model.n_gradient,
+        "divergences": int(idata.sample_stats["diverging"].values.sum()),
+    }
+    output.with_suffix(".metrics.json").write_text(json.dumps(metrics, indent=1) + "\n")
+    print(
+        f"nutpie: {seconds:.2f} s ({sampled - start:.2f} s in nutpie.sample), {model.n_gradient} gradients, "
+        f"{metrics['divergences']} divergences"
+    )
+    return 0
 
 
 # --- the report --------------------------------------------------------------------------------------------
@@ -562,76 +762,77 @@ def _num(value: Any, digits: int = 3) -> str:
     return f"{value:.{digits}g}"
 
 
-def check_cell(run: dict) -> str:
-    """The check of one run: worst |z| of the means against its limit; the sds."""
-    if run.get("status") != "ok":
-        return f"{run.get('status', '-')}"
-    c = run["check"]
-    means = f"{_num(c['worst_z'])} {'<' if c['means_pass'] else '> FAIL'} {c['limit']:.2f}"
-    if c["missing"]:
-        means += f" (missing {', '.join(c['missing'][:3])})"
-    if c["sd_pass"]:
-        sds = "sd ok"
-    else:
-        bad = ", ".join(f"{n} {v['relative']:+.0%}" for n, v in list(c["sd_failures"].items())[:2])
-        sds = f"sd FAIL ({bad})" if bad else "sd FAIL"
-    return f"{means}; {sds}"
+def method_cell(method: dict | None) -> str:
+    """A method's cell: its medians (ESS/s charged / ESS/s process wall / ESS per 1000 gradients), or why
+    it does not count."""
+    if method is None:
+        return "-"
+    if method["status"] != "ok":
+        return f"{method['status']}: {_cell(method['reason'])}"
+    return " / ".join(
+        _num(method[key])
+        for key in ("ess_per_charged_second", "ess_per_process_second", "ess_per_1000_gradients")
+    )
+
+
+def chose_cell(method: dict | None) -> str:
+    """What ``auto`` chose with each seed (``nuts/nuts/imh``)."""
+    if method is None:
+        return "-"
+    chosen = [run["auto"]["chosen"] for run in method["seeds"] if "auto" in run]
+    return "/".join(str(c) for c in chosen) or "-"
 
 
 def render(rows: list[dict], meta: dict) -> str:
-    """The Markdown: settings, the table, the ratio's spread and the share where auto beats NUTS."""
+    """The Markdown: settings, the table, the ratios' spread and the share where auto is ahead."""
+    names = meta["peers"]
+    peers = [name for name in names if name != AUTO]
     lines = [
         f"$ python benchmarks/posteriordb.py {meta['argv']}",
         "",
-        f"posteriordb at {meta['database']}; {meta['chains']} chains x {meta['draws']} draws, "
-        f"seed {meta['seed']}, timeout {meta['timeout']:g} s a run. ESS = the worst over the "
-        "reference's parameters of min(bulk, tail) ESS; ESS/s charged = ESS / the run's seconds "
-        "charged (warm-up, pilots, set-ups, sampling); process wall = the whole `stanaccel sample` "
-        "process (start-up and files included; the compile is done before and not included). "
-        "Ratios are auto / NUTS. Check: worst |z| of the means against the reference draws, under "
-        f"the Bonferroni limit at 1%; sd ok: every sd within {SD_TOLERANCE:.0%} of the reference's "
-        "or its |z| under the limit. (nc): not converged by the run's own checks. Until either method's "
-        f"runs added up to {meta.get('repeat_under', 10):g} s charged, both ran again with the same seed, up "
-        f"to {meta.get('repeats', 1)} times each, and the ESS/s and the ratios are the medians (the timer's "
-        "noise is as large as the speed there).",
+        f"At commit {meta['commit']}; posteriordb at {meta['database']}; {meta['chains']} chains x "
+        f"{meta['draws']} draws (warm-up {WARMUP}; auto its own), "
+        f"seeds {', '.join(map(str, meta['seeds']))}, "
+        f"timeout {meta['timeout']:g} s a run. Runs: "
+        + "; ".join(f"{name}: {meta['runs'][name]}" for name in names)
+        + ". Each method's cell is the median over the seeds of ESS per second charged / ESS per second "
+        "of process wall / ESS per 1000 gradient evaluations, where ESS = the worst over the reference's "
+        "parameters of min(bulk, tail) ESS. Seconds charged: `stanaccel sample`'s (warm-up, pilots, "
+        "set-ups, sampling); nutpie's `sample` call (warm-up, sampling) and the constraining of the kept "
+        "draws. Process wall: the whole process (start-up, imports, loading the compiled program, files; "
+        "the compile is done before and not included). Gradients: auto's are its chosen sampler's, its "
+        "pilots' and warm-up's not counted. A method counts only where every seed's run converged: R-hat "
+        f"(rank-normalised, worst over the reference's parameters) under {RHAT_MAX}, and every mean within "
+        "the Bonferroni limit at 1% of the reference's and every sd within "
+        f"{SD_TOLERANCE:.0%} or that limit; otherwise its cell says why (the first failing seed). "
+        "Ratios are of ESS per second: auto / the best converged peer (each measure its own best), and "
+        f"auto / {STAN_DEFAULT} (Stan's default NUTS, diagonal metric).",
         *(["", *(f"note: {note}" for note in meta.get("notes", []))] if meta.get("notes") else []),
         "",
-        "| posterior | params | auto chose (why) | NUTS ESS | NUTS ESS/s charged | auto ESS/s charged "
-        "| auto/NUTS charged | auto/NUTS process wall | auto check | NUTS check |",
-        "| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | --- | --- |",
+        f"| posterior | params | auto chose | {' | '.join(names)} | best peer | auto / best peer "
+        f"| auto / best peer, process wall | auto / {STAN_DEFAULT} |",
+        f"| --- | ---: | --- | {' | '.join('---:' for _ in names)} | --- | ---: | ---: | ---: |",
     ]
     for row in rows:
         name = _cell(row["posterior"])
         if row["status"] != "ok":
-            lines.append(f"| {name} | {row.get('params', '-')} | skipped: {_cell(row['reason'])} "
-                         "| | | | | | | |")  # fmt: skip
+            blanks = " |" * (len(names) + 4)
+            lines.append(f"| {name} | {row.get('params', '-')} | skipped: {_cell(row['reason'])} |{blanks}")
             continue
-        nuts, auto = row["nuts"], row["auto"]
-
-        def per_second(run: dict) -> str:
-            if run["status"] != "ok":
-                return f"{run['status']}: {_cell(run['reason'])}"
-            return _num(run["score"]["ess_per_charged_second"]) + ("" if run["converged"] else " (nc)")
-
-        chose = (
-            f"{auto['auto']['chosen']} ({_cell(auto['auto']['short'])})"
-            if auto["status"] == "ok" and "auto" in auto
-            else "-"
-        )
-        nuts_ess = _num(nuts["score"]["ess"], 4) if nuts["status"] == "ok" else "-"
-        repeated = f" (median of {len(nuts['repeats'])})" if "repeats" in nuts else ""
+        methods = row["methods"]
+        cells = " | ".join(method_cell(methods.get(n)) for n in names)
+        best = row.get("best_peer_charged") or (f"none of {len(peers)} converged" if peers else "-")
         lines.append(
-            f"| {name} | {row['params']} | {chose} | {nuts_ess} | {per_second(nuts)} "
-            f"| {per_second(auto)} | {_num(row.get('ratio_charged'))}{repeated} "
-            f"| {_num(row.get('ratio_process'))}{repeated} "
-            f"| {_cell(check_cell(auto))} | {_cell(check_cell(nuts))} |"
+            f"| {name} | {row['params']} | {chose_cell(methods.get(AUTO))} | {cells} | {best} "
+            f"| {_num(row.get('ratio_charged'))} | {_num(row.get('ratio_process'))} "
+            f"| {_num(row.get('ratio_nuts'))} |"
         )
-    lines += ["", *summary(rows)]
+    lines += ["", *summary(rows, names)]
     compiles = [r for r in rows if "compile" in r]
     if compiles:
         lines += [
             "",
-            "Compiles (charged to neither run): "
+            "Compiles (charged to no run): "
             + ", ".join(
                 f"{r['posterior']} {r['compile']['seconds']:.0f} s"
                 + ("" if r["compile"].get("built", True) else " (cached)")
@@ -641,32 +842,44 @@ def render(rows: list[dict], meta: dict) -> str:
     return "\n".join(lines)
 
 
-def summary(rows: list[dict]) -> list[str]:
-    """The spread of each ratio over the posteriors where both ran, and the share where auto wins."""
+def summary(rows: list[dict], names: list[str]) -> list[str]:
+    """The spread of auto / best peer over the posteriors, the share where auto is ahead, auto / Stan's
+    default NUTS, and how often each method converged and was the best peer."""
     lines = []
-    ok = [r for r in rows if r["status"] == "ok"]
-    for key, label in (("ratio_charged", "charged"), ("ratio_process", "process wall")):
-        ratios = sorted(r[key] for r in ok if math.isfinite(r.get(key, math.nan)))
-        if not ratios:
-            lines.append(f"- auto / NUTS, {label}: no posterior where both ran")
-            continue
-        wins = sum(ratio > 1 for ratio in ratios)
-        lines.append(
-            f"- auto / NUTS, {label}: worst {ratios[0]:.3g}, median {float(np.median(ratios)):.3g}, best "
-            f"{ratios[-1]:.3g}; auto beats NUTS on {wins} of {len(ratios)} posteriors "
-            f"({wins / len(ratios):.0%})"
+    ran = [r for r in rows if r["status"] == "ok"]
+    with_auto = [r for r in ran if AUTO in r["methods"]]
+    for key, label in (("charged", "ESS/s charged"), ("process", "ESS/s process wall")):
+        ratios = sorted(
+            r[f"ratio_{key}"] for r in with_auto if math.isfinite(r.get(f"ratio_{key}", math.nan))
         )
-    runs = [r[m] for r in ok for m in METHODS if r.get(m, {}).get("status") == "ok"]
-    failing = [f"{r['posterior']} ({m})" for r in ok for m in METHODS
-               if r.get(m, {}).get("status") == "ok" and not (r[m]["check"]["means_pass"]
-                                                              and r[m]["check"]["sd_pass"])]  # fmt: skip
-    lines.append(f"- checks against the reference draws: {len(runs) - len(failing)} of {len(runs)} runs pass"
-                 + (f"; failing: {', '.join(failing)}" if failing else ""))  # fmt: skip
+        ahead = sum(
+            r["methods"][AUTO]["status"] == "ok" and (r.get(f"ratio_{key}", math.inf) > 1) for r in with_auto
+        )
+        spread = (
+            f"worst {ratios[0]:.3g}, median {float(np.median(ratios)):.3g}, best {ratios[-1]:.3g} over the "
+            f"{len(ratios)} posteriors where auto and a peer converged"
+            if ratios
+            else "no posterior where auto and a peer converged"
+        )
+        share = f"{ahead} of {len(with_auto)} posteriors ({ahead / len(with_auto):.0%})" if with_auto else "-"
+        lines.append(f"- auto / best converged peer, {label}: {spread}; auto ahead on {share}")
+    to_nuts = [r["ratio_nuts"] for r in with_auto if math.isfinite(r.get("ratio_nuts", math.nan))]
+    if to_nuts:
+        lines.append(
+            f"- auto / {STAN_DEFAULT} (Stan's default NUTS), ESS/s charged: median "
+            f"{float(np.median(to_nuts)):.3g} over the {len(to_nuts)} posteriors where both converged"
+        )
+    counts = []
+    for name in names:
+        tried = [r for r in ran if name in r["methods"]]
+        converged = sum(r["methods"][name]["status"] == "ok" for r in tried)
+        best = sum(r.get("best_peer_charged") == name for r in tried)
+        counts.append(
+            f"{name} {converged} of {len(tried)}" + (f" (best peer on {best})" if name != AUTO else "")
+        )
+    lines.append(f"- converged on every seed: {', '.join(counts)}")
     skipped = [r for r in rows if r["status"] != "ok"]
-    not_run = [f"{r['posterior']} ({m}: {r[m]['status']})" for r in ok for m in METHODS
-               if r.get(m, {}).get("status") != "ok"]  # fmt: skip
-    lines.append(f"- posteriors: {len(rows)}, of which {len(skipped)} skipped"
-                 + (f"; runs skipped or failed: {', '.join(not_run)}" if not_run else ""))  # fmt: skip
+    lines.append(f"- posteriors: {len(rows)}, of which {len(skipped)} skipped")
     return lines
 
 
@@ -701,7 +914,37 @@ def _jsonable(value: Any) -> Any:
     raise TypeError(f"not JSON: {type(value).__name__}")
 
 
+def commit() -> str:
+    """The commit of the checkout this script is in (``git describe --always --dirty``), or ``unknown``."""
+    try:
+        found = subprocess.run(
+            ["git", "describe", "--always", "--dirty"],
+            cwd=Path(__file__).resolve().parent,
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return "unknown"
+    return found.stdout.strip() if found.returncode == 0 and found.stdout.strip() else "unknown"
+
+
+def describe_run(name: str) -> str:
+    """How run ``name`` runs, in a few words (``stanaccel sample --method nuts``)."""
+    runner, arguments = RUNS[name]
+    command = "stanaccel sample" if runner == "stanaccel" else "posteriordb.py --run-nutpie"
+    return f"`{command} {shlex.join(arguments)}`".replace(" `", "`")
+
+
+def listed(text: str, kind: type = str) -> list:
+    """A comma-separated list (``1,2,3``)."""
+    return [kind(part.strip()) for part in text.split(",") if part.strip()]
+
+
 def main(argv: list[str] | None = None) -> list[dict]:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["--run-nutpie"]:
+        raise SystemExit(run_nutpie(argv[1:]))
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
         "folder",
@@ -717,22 +960,21 @@ def main(argv: list[str] | None = None) -> list[dict]:
     parser.add_argument(
         "--posteriors", default=None, help="names, comma-separated (default: all with reference draws)"
     )
+    parser.add_argument(
+        "--peers",
+        type=listed,
+        default=list(RUNS),
+        help=f"the runs, comma-separated (default: all: {','.join(RUNS)})",
+    )
+    parser.add_argument(
+        "--seeds",
+        type=lambda text: listed(text, int),
+        default=[1, 2, 3],
+        help="seeds, comma-separated; every run runs with each, and the medians are reported (default 1,2,3)",
+    )
     parser.add_argument("--chains", type=int, default=4)
     parser.add_argument("--draws", type=int, default=1000, help="draws per chain")
-    parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--timeout", type=float, default=1200, help="seconds a run (and a compile) may take")
-    parser.add_argument(
-        "--repeats",
-        type=int,
-        default=9,
-        help="runs of each method at most, where they are short (default 9; the median is scored)",
-    )
-    parser.add_argument(
-        "--repeat-under",
-        type=float,
-        default=10.0,
-        help="both methods run again until either's runs add up to this many seconds charged (default 10)",
-    )
     parser.add_argument("--markdown", default=None, help="also write the table to this Markdown file")
     parser.add_argument("--json", default=None, help="the rows as JSON (default: FOLDER/posteriordb.json)")
     parser.add_argument(
@@ -746,10 +988,20 @@ def main(argv: list[str] | None = None) -> list[dict]:
         saved = json.loads(Path(args.rerender).read_text())
         write_outputs(render(saved["rows"], saved["meta"]), args)
         return saved["rows"]
+    unknown = [name for name in args.peers if name not in RUNS]
+    if unknown or not args.peers:
+        parser.error(f"--peers: {unknown or 'none given'}: the runs are {', '.join(RUNS)}")
+    if not args.seeds or len(set(args.seeds)) != len(args.seeds):
+        parser.error(f"--seeds: {args.seeds}: give one or more different seeds")
     database = find_database(args.posteriordb)
     if importlib.util.find_spec("stanaccel") is None:
         parser.error(
             f"stanaccel is not importable by {sys.executable}: run this with the virtualenv's python"
+        )
+    if any(RUNS[name][0] == "nutpie" for name in args.peers) and importlib.util.find_spec("nutpie") is None:
+        parser.error(
+            f"nutpie is not importable by {sys.executable}: install the peers extra "
+            "(pip install -e '.[peers]'), or leave nutpie out with --peers"
         )
     available = posteriors_with_reference(database)
     notes = name_notes(list(available), known_names())
@@ -764,14 +1016,15 @@ def main(argv: list[str] | None = None) -> list[dict]:
     json_path = Path(args.json) if args.json else folder / "posteriordb.json"
     print(f"work folder {folder}; rows to {json_path}", flush=True)
     meta = {
-        "argv": shlex.join(sys.argv[1:] if argv is None else argv),
+        "argv": shlex.join(argv),
+        "commit": commit(),
         "database": str(database),
+        "peers": args.peers,
+        "runs": {name: describe_run(name) for name in args.peers},
+        "seeds": args.seeds,
         "chains": args.chains,
         "draws": args.draws,
-        "seed": args.seed,
         "timeout": args.timeout,
-        "repeats": args.repeats,
-        "repeat_under": args.repeat_under,
         "notes": notes,
     }
     rows = []

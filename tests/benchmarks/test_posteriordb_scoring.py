@@ -142,28 +142,56 @@ def test_reasons_in_a_line():
     assert pdb.short_reason("auto: no pilot gave a usable estimate, so nuts runs") == "no usable pilot"
 
 
-def _run(charged: float, process: float, ess: float = 100.0, status: str = "ok") -> dict:
-    score = {"ess": ess, "ess_per_charged_second": ess / charged, "ess_per_process_second": ess / process}
-    return {"status": status, "charged_seconds": charged, "process_seconds": process, "score": score}
+def _run(seed: int, charged: float, process: float, ess: float = 100.0, failure=None, status: str = "ok"):
+    score = {
+        "ess": ess,
+        "ess_per_charged_second": ess / charged,
+        "ess_per_process_second": ess / process,
+        "ess_per_1000_gradients": None,
+    }
+    run = {"seed": seed, "status": status, "charged_seconds": charged, "process_seconds": process}
+    return {**run, "score": score, "failure": failure} if status == "ok" else {**run, "reason": "timed out"}
 
 
-def test_short_runs_are_repeated_and_scored_by_their_medians():
-    args = pdb.argparse.Namespace(repeats=3, repeat_under=10.0)
-    runs = {"nuts": [_run(0.1, 2.0)], "auto": [_run(7.0, 9.0)]}
-    assert pdb.short(runs, args)  # both under 10 s charged
-    runs = {"nuts": [_run(0.1, 2.0)] * 2, "auto": [_run(6.0, 9.0)] * 2}
-    assert not pdb.short(runs, args)  # auto's two runs add up to 12 s
-    runs = {"nuts": [_run(0.1, 2.0)], "auto": [_run(20.0, 25.0)]}
-    assert not pdb.short(runs, args)
-    runs = {"nuts": [_run(0.1, 2.0)] * 3, "auto": [_run(0.1, 2.0)] * 3}
-    assert not pdb.short(runs, args)  # three each already
-    runs = {"nuts": [_run(0.1, 2.0)], "auto": [_run(0.1, 2.0, status="failed")]}
-    assert not pdb.short(runs, args)
+def test_seeds_are_scored_by_their_medians_and_a_failed_seed_fails_the_method():
+    method = pdb.over_seeds([_run(1, 0.10, 2.0), _run(2, 0.05, 1.0), _run(3, 0.20, 4.0)])
+    assert method["status"] == "ok"
+    assert method["ess_per_charged_second"] == pytest.approx(1000.0)  # 100 / 0.1, the middle one
+    assert method["ess_per_process_second"] == pytest.approx(50.0)
+    assert method["ess_per_1000_gradients"] is None  # not reported: "-" in the table
+    failed = pdb.over_seeds([_run(1, 1.0, 2.0), _run(2, 1.0, 2.0, failure="R-hat 1.020 (mu)")])
+    assert failed["status"] == "failed" and failed["reason"] == "seed 2: R-hat 1.020 (mu)"
+    skipped = pdb.over_seeds([_run(1, 1.0, 2.0, status="skipped")])
+    assert skipped["status"] == "skipped" and skipped["reason"] == "seed 1: timed out"
 
-    median = pdb.median_run([_run(0.10, 2.0), _run(0.05, 1.0), _run(0.20, 4.0)])
-    assert median["score"]["ess_per_charged_second"] == pytest.approx(1000.0)  # 100 / 0.1, the middle one
-    assert median["score"]["ess_per_process_second"] == pytest.approx(50.0)
-    assert median["charged_seconds"] == 0.10  # the first run's record, the repeats beside it
-    assert [r["charged_seconds"] for r in median["repeats"]] == [0.10, 0.05, 0.20]
-    single = _run(3.0, 4.0)
-    assert pdb.median_run([single]) is single
+
+def test_ratio_is_to_the_best_converged_peer():
+    def method(per_second: float, status: str = "ok") -> dict:
+        return {
+            "status": status,
+            "ess_per_charged_second": per_second,
+            "ess_per_process_second": per_second / 2,
+        }
+
+    methods = {
+        "nuts": method(100.0),
+        "nuts-dense": method(150.0),
+        "nutpie": method(900.0, status="failed"),  # faster, but not converged: no baseline
+        "auto": method(300.0),
+    }
+    ratios = pdb.ratios(methods)
+    assert ratios["best_peer_charged"] == "nuts-dense"
+    assert ratios["ratio_charged"] == pytest.approx(2.0)
+    assert ratios["ratio_process"] == pytest.approx(2.0)
+    assert ratios["ratio_nuts"] == pytest.approx(3.0)
+    assert "ratio_charged" not in pdb.ratios({**methods, "auto": method(300.0, status="failed")})
+
+
+def test_failure_names_the_rhat_then_the_check():
+    check = {"missing": [], "means_pass": True, "sd_pass": True, "worst_z_name": "a", "worst_z": 1.0,
+             "limit": 3.0, "sd_failures": {}}  # fmt: skip
+    run = {"score": {"rhat_max": 1.005, "rhat_worst": "a"}, "check": check}
+    assert pdb.failure(run) is None
+    assert pdb.failure({**run, "score": {"rhat_max": 1.02, "rhat_worst": "b"}}) == "R-hat 1.020 (b)"
+    bad_mean = {**check, "means_pass": False, "worst_z": 4.2}
+    assert pdb.failure({**run, "check": bad_mean}) == "mean of a off, |z| 4.20 > 3.00"
