@@ -339,3 +339,21 @@ def test_subsampled_tempered_transitions_recover_mode_weights():
     # Cost per level: the hotter (smaller) levels are evaluated as often as the target's
     # neighbours but each evaluation is cheaper; every level was used.
     assert all(n > 0 for n in run.summaries[-1]["evaluations_per_density"])
+
+
+def test_the_quantities_of_the_draws_are_charged_to_the_run():
+    """Stan's NUTS computes transformed parameters and generated quantities inside its run; a kernel's
+    run computes them after its chains end, and charges them too, so that ESS per second compares alike."""
+    from stanaccel.kernels import FunctionDensity
+
+    density = FunctionDensity(1, lambda x: -0.5 * x @ x, lambda x: -x)
+    kernel = RandomWalkMetropolis(density, scale=1.0)
+
+    def slow_quantities(positions):
+        time.sleep(0.5)
+        return {"x": positions[..., 0]}
+
+    quick = run_chains(kernel, np.zeros((1, 1)), 50, seed=1)
+    slow = run_chains(kernel, np.zeros((1, 1)), 50, seed=1, constrain=slow_quantities)
+    assert slow.wall_seconds >= 0.5 > quick.wall_seconds
+    np.testing.assert_array_equal(slow.constrained["x"], quick.positions[..., 0])

@@ -256,7 +256,8 @@ def run_chains(
         arrays (a dict: the posterior group), or to :class:`~stanaccel.results.Quantities`
         (with a ``log_likelihood`` group and failed draws), for example
         ``lambda x: stan_quantities(model, x, seed)`` (:mod:`stanaccel.stan.quantities`).
-        Called once, on the kept draws, after the chains end: its time is not in ``wall_seconds``.
+        Called once, on the kept draws, after the chains end; its time is in ``wall_seconds``, as
+        Stan's NUTS computes transformed parameters and generated quantities inside its run.
     record : callable State -> ndarray, optional
         Something more to keep per draw, in ``KernelRun.recorded`` (chains, draws, ...):
         for example every tempering level, ``stanaccel.kernels.parallel_tempering.all_levels``.
@@ -469,6 +470,9 @@ def run_chains(
     stats = {k: v[ran] for k, v in stats.items()}
     recorded = [r for r, keep in zip(recorded, ran, strict=True) if keep]
     kernel0 = kernels[0]
+    began = time.perf_counter()
+    quantities = quantity_fields(constrain(positions) if constrain is not None else None)
+    wall += time.perf_counter() - began
     return KernelRun(
         positions=positions,
         accepted=stats["acc"][:, :kept],
@@ -484,7 +488,7 @@ def run_chains(
         summaries=[summary for summary, keep in zip(summaries, ran, strict=True) if keep],
         interrupted=interrupted,
         dropped_draws=int(np.sum(done[ran] - kept)),
-        **quantity_fields(constrain(positions) if constrain is not None else None),
+        **quantities,
         recorded=np.array([r[:kept] for r in recorded]) if record is not None else None,
         resumed_draws=np.array([0 if r is None else r.done for r in resumes])[ran],
     )

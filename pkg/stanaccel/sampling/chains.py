@@ -206,8 +206,10 @@ def run_chains_on(
     if len(runs) < chains or any(r.interrupted for r in runs):
         runs = _cut_to_the_shortest([r for r in runs if r.positions.shape[1] > 0], lost)
     run = combine(runs, wall)
-    if constrain is not None:  # after the map, as run_chains does: not in the wall time
-        run = replace(run, **quantity_fields(constrain(run.positions)))
+    if constrain is not None:  # after the map, as run_chains does, and charged as it charges them
+        began = time.perf_counter()
+        quantities = quantity_fields(constrain(run.positions))
+        run = replace(run, **quantities, wall_seconds=run.wall_seconds + time.perf_counter() - began)
     densities = [d for outcome in outcomes for d in outcome.densities]
     return run, densities
 
