@@ -691,8 +691,9 @@ def autocorrelation(series: np.ndarray, max_lag: int) -> np.ndarray:
 
 
 def bulk_ess(series: np.ndarray) -> float:
-    """The rank-normalised bulk ESS of a scalar statistic over chains, ``series`` (chains, draws)."""
-    return float(convergence.ess_bulk(np.asarray(series, dtype=float)[:, :, None])[0])
+    """The rank-normalised bulk ESS of a scalar statistic over chains, ``series`` (chains, draws; or
+    (draws,), one chain)."""
+    return float(convergence.ess_bulk(np.atleast_2d(np.asarray(series, dtype=float))[:, :, None])[0])
 
 
 def worst_bulk_ess(draws: np.ndarray) -> float:
@@ -747,5 +748,6 @@ def worst_rhat(draws: np.ndarray) -> float:
 
 
 def mcse_mean(series: np.ndarray) -> float:
-    """The Monte Carlo standard error of the mean of a scalar statistic, ``series`` (chains, draws)."""
-    return float(convergence.mcse_mean(np.asarray(series, dtype=float)[:, :, None])[0])
+    """The Monte Carlo standard error of the mean of a scalar statistic, ``series`` (chains, draws; or
+    (draws,), one chain)."""
+    return float(convergence.mcse_mean(np.atleast_2d(np.asarray(series, dtype=float))[:, :, None])[0])

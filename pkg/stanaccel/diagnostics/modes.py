@@ -32,7 +32,7 @@ from __future__ import annotations
 import numpy as np
 from scipy.spatial import cKDTree
 
-from stanaccel.diagnostics.metrics import bulk_ess
+from stanaccel.diagnostics import convergence
 
 APART = 3.0
 """Spacings (the reference's 99th-percentile nearest-neighbour distance) beyond which a draw is apart."""
@@ -104,7 +104,7 @@ def mode_gap(chains: list[np.ndarray], min_ess: float, gap: float, z_limit: floa
         chain = np.asarray(chain[:n], dtype=float)
         moving = np.ptp(chain, axis=0) > 0
         ess = np.full(chain.shape[1], np.inf)
-        ess[moving] = [bulk_ess(chain[None, :, j]) for j in np.flatnonzero(moving)]
+        ess[moving] = convergence.ess_bulk(chain[None][:, :, moving])
         if moving.any() and ess.min() >= min_ess:
             kept.append((chain.mean(axis=0), chain.std(axis=0), ess))
     if len(kept) < 2:
