@@ -79,3 +79,10 @@ def test_a_run_of_two_thousand_variables_is_one_array_operation():
     single = convergence.diagnose(x[:, :, 1234:1235])
     assert found.ess_tail[1234] == pytest.approx(single.ess_tail[0], rel=1e-12)
     assert found.rhat[1234] == pytest.approx(single.rhat[0], rel=1e-12)
+
+
+def test_columns_that_are_all_nan_or_none_at_all():
+    found = convergence.diagnose(np.full((4, 100, 3), np.nan))
+    assert np.isnan(found.ess_bulk).all() and np.isnan(found.rhat).all() and found.mean.shape == (3,)
+    assert convergence.diagnose(np.zeros((4, 100, 0))).rhat.shape == (0,)
+    assert convergence.ess_tail(np.zeros((4, 100, 0))).shape == (0,)

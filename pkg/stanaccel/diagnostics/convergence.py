@@ -23,7 +23,7 @@ import math
 import os
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 import numpy as np
 import scipy.fft
@@ -67,6 +67,8 @@ def diagnose(draws: np.ndarray, hdi_prob: float = 0.94) -> Diagnostics:
     """
     draws = _as_float(draws)
     chains, n, columns = draws.shape
+    if columns == 0:
+        return Diagnostics(*(np.empty(0) for _ in fields(Diagnostics)))
     flat = draws.reshape(-1, columns)
     with np.errstate(divide="ignore", invalid="ignore"):
         mean = flat.mean(axis=0)
@@ -75,7 +77,7 @@ def diagnose(draws: np.ndarray, hdi_prob: float = 0.94) -> Diagnostics:
         lower, upper = hdi(draws, hdi_prob)
         nan = np.full(columns, np.nan)
         return Diagnostics(mean, sd, lower, upper, nan, nan, nan, nan, nan)
-    found = _by_blocks(draws, 1, lambda y: _diagnosed(y, n, hdi_prob))
+    found = _by_blocks(draws, lambda y: _diagnosed(y, n, hdi_prob), statistics=len(fields(Diagnostics)) - 2)
     return Diagnostics(mean, sd, *found)
 
 
@@ -163,13 +165,13 @@ def _where_valid(draws: np.ndarray, min_chains: int, compute: Callable) -> np.nd
     chains, n, columns = draws.shape
     if chains < min_chains or n < MIN_DRAWS:
         return np.full(columns, np.nan)
-    return _by_blocks(draws, min_chains, compute)
+    return _by_blocks(draws, compute)
 
 
-def _by_blocks(draws: np.ndarray, min_chains: int, compute: Callable) -> np.ndarray:
+def _by_blocks(draws: np.ndarray, compute: Callable, statistics: int | None = None) -> np.ndarray:
     """``compute`` of blocks of :data:`BLOCK_COLUMNS` columns without a NaN (as :func:`_rows`), on
-    every core; NaN for the other columns. ``compute`` gives a value per column, or a row of them
-    per statistic."""
+    every core; NaN for the other columns. ``compute`` gives a value per column, or (``statistics``
+    given) a row of them per statistic."""
     columns = draws.shape[2]
     valid = np.flatnonzero(~np.isnan(draws).any(axis=(0, 1)))
     blocks = [valid[i : i + BLOCK_COLUMNS] for i in range(0, valid.size, BLOCK_COLUMNS)]
@@ -183,8 +185,7 @@ def _by_blocks(draws: np.ndarray, min_chains: int, compute: Callable) -> np.ndar
             parts = list(pool.map(one, blocks))
     else:
         parts = [one(block) for block in blocks]
-    shape = parts[0].shape[:-1] if parts else ()
-    out = np.full((*shape, columns), np.nan)
+    out = np.full((columns,) if statistics is None else (statistics, columns), np.nan)
     for block, part in zip(blocks, parts, strict=True):
         out[..., block] = part
     return out
