@@ -28,6 +28,7 @@ from stanaccel.kernels.independence import IndependenceMetropolis
 from stanaccel.kernels.mala import MALA
 from stanaccel.kernels.metropolis import accept
 from stanaccel.kernels.parallel_tempering import all_levels
+from stanaccel.kernels.pcn import PosteriorPCN, with_step
 from tests.kernels.models import (
     MIXTURE_WEIGHT_RIGHT,
     broad_prior_density,
@@ -143,6 +144,27 @@ def test_accept_helper():
     assert accept(np.nan, rng) == (False, 0.0)
     outcomes = [accept(np.log(0.3), rng)[0] for _ in range(20000)]
     assert np.mean(outcomes) == pytest.approx(0.3, abs=0.015)
+
+
+def test_a_pcn_kernel_copied_with_another_step_is_the_kernel_built_with_it():
+    """Step tuning copies one kernel per step (its reference's Cholesky factor computed once): the copy
+    makes the same proposals and decisions as a kernel built with that step, and the original is kept."""
+    density = mvn_density(DATA)
+    rng = np.random.default_rng(1)
+    covariance = np.cov(rng.normal(size=(50, DIM)), rowvar=False) + np.eye(DIM)
+    first = PosteriorPCN(density, MEAN, covariance, step=0.5)
+    copied, built = with_step(first, 2.0), PosteriorPCN(density, MEAN, covariance, step=2.0)
+    assert (
+        copied.cholesky is first.cholesky
+        and first.rho == PosteriorPCN(density, MEAN, covariance, step=0.5).rho
+    )
+    states = []
+    for kernel in (copied, built):
+        state, rng = kernel.init(MEAN + 0.1), np.random.default_rng(7)
+        for _ in range(50):
+            state, _ = kernel.step(state, rng)
+        states.append(state.position)
+    np.testing.assert_array_equal(states[0], states[1])
 
 
 def test_undefined_density_is_a_rejection_not_a_crash():

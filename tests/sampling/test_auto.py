@@ -29,8 +29,10 @@ from stanaccel.sampling.auto import (
     _agreement,
     _check_choice,
     _choose,
+    _far_gaussian,
     _full_nuts,
     _full_run,
+    _next_warm_up,
     _nuts_pilot,
     _pilot,
     _shared_warm_up,
@@ -131,6 +133,45 @@ def test_nuts_is_kept_unless_another_projects_its_margin():
     assert _choose([below, nuts], 4000) is nuts and _choose([below, nuts], 4000, margin=1.0) is below
     assert _choose([below, above, nuts], 4000) is above
     assert _choose([below], 4000) is below and _choose([], 4000) is None  # no NUTS pilot: the best
+
+
+def test_behind_nuts_the_race_asks_for_its_margin():
+    """A candidate that cannot project :data:`NUTS_MARGIN` times NUTS's ESS/s could not be chosen over it,
+    so the race drops it as soon as its seconds per draw say so; behind another leader, its projection."""
+    margin = auto_module.NUTS_MARGIN
+    ceiling = 100.0 * (1 + margin) / 2  # above the leader's 100, below margin x 100
+    seconds_per_draw = auto_module.POSITIVE_CAP / ceiling  # a positive kernel's ceiling then, with no warm-up
+    for role, dropped in (("own-warmup", True), ("warm", False)):
+        race = Race(4000, 2.6)
+        race.enter(Pilot("nuts" if role == "own-warmup" else "pcn", role, "x", setup_seconds=0.0,
+                         warmup_seconds=0.0, ess_per_draw=0.25, seconds_per_draw=0.25 / 100.0,
+                         result=object()))  # fmt: skip
+        assert race.best == pytest.approx(100.0) and race.leader_role == role
+        why = race.lost(seconds_per_draw, 0.0, "after 5 draws", positive=True)
+        assert bool(why) is dropped, why
+        if dropped:
+            assert why.endswith(f"below {margin:g} x nuts's 100 (the margin by which another must beat NUTS "
+                                "to be chosen)")  # fmt: skip
+
+
+def test_a_laplace_fit_far_from_the_posterior_skips_pathfinder_and_the_gaussian_proposals():
+    """A refused Laplace fit of Pareto k in the tens: Pathfinder is not tried after it, and the candidates
+    proposing from a Gaussian (pCN, IMH, an approximation method over the Laplace Gaussian) are not piloted;
+    below that k, or over control variates, everything is tried as before."""
+    hopeless, poor = auto_module.HOPELESS_K, 0.9
+    instead = _next_warm_up(0)
+    assert instead({"pareto_k": hopeless}).startswith("auto does not try pathfinder after a Pareto k of 10")
+    assert instead({"pareto_k": poor}) == "auto tries pathfinder next" and _next_warm_up(1) is None
+    laplace, cv = {"approx": {"kind": "laplace"}}, {"approx": {"kind": "control-variate", "m": 10}}
+    far = {"warmup": "nuts", "laplace_pareto_k": 54.1}
+    assert _far_gaussian(METHODS["pcn"], {}, far).startswith("it proposes from a Gaussian, and the Laplace")
+    assert _far_gaussian(METHODS["imh"], {}, far) and _far_gaussian(METHODS["dc"], laplace, far)
+    assert not _far_gaussian(METHODS["dc"], cv, far) and not _far_gaussian(METHODS["hmc"], {}, far)
+    assert not _far_gaussian(METHODS["nuts"], {}, far)
+    for report in ({"warmup": "nuts", "laplace_pareto_k": poor}, {"warmup": "laplace", "pareto_k": 0.4}, {}):
+        assert not _far_gaussian(METHODS["pcn"], {}, report), report
+    piloted = [name for name, spec in METHODS.items() if spec.auto and _far_gaussian(spec, laplace, far)]
+    assert sorted(piloted) == ["dc", "imh", "pcn"], piloted
 
 
 def test_auto_keeps_stan_nuts_within_its_margin_and_continues_its_pilot(files, monkeypatch):

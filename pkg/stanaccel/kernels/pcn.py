@@ -22,6 +22,8 @@ instead of pi (with N fitted to pi, half the posterior's variance).
 
 from __future__ import annotations
 
+import copy
+
 import numpy as np
 from scipy.linalg import solve_triangular
 from scipy.linalg.blas import dtrsv
@@ -81,6 +83,17 @@ def whiten(root: np.ndarray, d: np.ndarray) -> np.ndarray:
     if d.ndim == 1:
         return dtrsv(root, d, lower=1)
     return solve_triangular(root, d, lower=True)
+
+
+def with_step(kernel, step: float):
+    """A copy of a pCN kernel (:class:`PosteriorPCN`, :class:`PCN`, ``HessianPCN``) with step ``step``.
+
+    The copy shares the reference's square root: tuning the step (a kernel
+    per iteration) then costs no Cholesky factorisation per iteration.
+    """
+    tuned = copy.copy(kernel)
+    tuned.rho = pcn_rho(None, step)
+    return tuned
 
 
 def pcn_proposal(

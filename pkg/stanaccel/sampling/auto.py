@@ -236,6 +236,11 @@ MODES_CHECK_MAX_DIM = 1000
 
 WARMUPS_TRIED = ("laplace", "pathfinder")
 """The cheap warm-ups tried in turn for the shared warm-up; NUTS's warm-up if both fail their checks."""
+HOPELESS_K = 10.0
+"""A Laplace fit refused with its Pareto k at least this is far from the posterior: Pathfinder, whose
+Gaussian is fitted along the same L-BFGS path, is not tried after it, and the approximation candidates
+over the Laplace Gaussian are not piloted (their proposals would be refused almost always). See
+:func:`_shared_warm_up` for the evidence."""
 
 
 def is_auto(method: str) -> bool:
@@ -391,6 +396,7 @@ class Race:
     cap: float
     best: float = 0.0
     leader: str = ""
+    leader_role: str = ""
     deadline: float = float("inf")
     """When the pilots' share of the leader's full run (:data:`PILOT_SHARE`) is spent (``perf_counter``)."""
     share: str = ""
@@ -416,18 +422,25 @@ class Race:
         if probed is not None and PROBE_MARGIN * probed < cap:
             cap, most = PROBE_MARGIN * probed, f"{PROBE_MARGIN:g} x its probe's {probed:.2g}"
         ceiling = self.ceiling(seconds_per_draw, warmup_seconds, cap)
-        if not self.best or ceiling >= self.best:
+        if not self.best or ceiling >= self.bar():
             return ""
+        bar = f"{self.leader}'s {self.best:.3g}"
+        if self.bar() > self.best:
+            bar = f"{NUTS_MARGIN:g} x {bar} (the margin by which another must beat NUTS to be chosen)"
         return (
             f"dropped {after}: at {seconds_per_draw:.3g} s/draw it projects at most {ceiling:.3g} ESS/s "
-            f"(ESS/draw {cap:.2g}, {most}), below {self.leader}'s {self.best:.3g}"
+            f"(ESS/draw {cap:.2g}, {most}), below {bar}"
         )
+
+    def bar(self) -> float:
+        """The projection a candidate must reach to be chosen: the best's, or :data:`NUTS_MARGIN` x NUTS's."""
+        return self.best * (NUTS_MARGIN if self.leader_role == "own-warmup" else 1.0)
 
     def enter(self, pilot: Pilot) -> None:
         """Make ``pilot``'s projection the best if it is higher; the pilots' budget a share of its run."""
         value = pilot.projected(self.chain_draws)
         if pilot.result is not None and not pilot.note and np.isfinite(value) and value > self.best:
-            self.best, self.leader = value, pilot.method
+            self.best, self.leader, self.leader_role = value, pilot.method, pilot.role
             run = pilot.full_seconds(self.chain_draws)
             budget = max(PILOT_SHARE * run, PILOT_FLOOR)
             self.deadline = time.perf_counter() + budget
@@ -561,6 +574,10 @@ def _sample_auto(
             pilots.append(Pilot(spec.name, spec.auto, label, note=f"not piloted: {warm_report['no_mode']}"))
             say(f"auto: {label} not piloted: its approximation is built about the mode, and "
                 f"{warm_report['no_mode']}")  # fmt: skip
+        elif far := _far_gaussian(spec, settings, warm_report):
+            label = method_label(make_config(spec.name, settings))
+            pilots.append(Pilot(spec.name, spec.auto, label, note=f"not piloted: {far}"))
+            say(f"auto: {label} not piloted: {far}")
         elif spec.auto == "own-warmup":
             pilots.append(_nuts_pilot(spec, model, program.name, adaptation, warm_seconds, auto, race,
                                       spawn_seed(seed, 1, index), seeds, folder, say))  # fmt: skip
@@ -983,22 +1000,74 @@ def _shared_warm_up(model, shared, auto, seeds, progress, say):
     report: dict[str, Any] = {}
     found: dict[str, Any] = {}  # the modes a cheap warm-up found, kept when the next one is tried
     no_mode = None
+    laplace_k = None
     for index, kind in enumerate(WARMUPS_TRIED):
         config = make_config(spec.name, {**settings, "chains": auto.chains, "warmup": kind})
-        instead = f"auto tries {WARMUPS_TRIED[index + 1]} next" if index + 1 < len(WARMUPS_TRIED) else None
-        adaptation, report = cheap_warm_up(model, config, seeds, progress, say, charged, instead)
+        adaptation, report = cheap_warm_up(model, config, seeds, progress, say, charged, _next_warm_up(index))
         found = {key: report[key] for key in ("mode_points", "mode_runs") if key in report} or found
         if kind == "laplace" and str(report.get("fallback", "")).startswith("L-BFGS failed"):
             no_mode = "Stan's L-BFGS found no mode from any start of the Laplace warm-up"
+        if kind == "laplace":
+            laplace_k = report.get("pareto_k")
         if adaptation is not None:
-            adaptation.report = {**report, **found, "tried": list(charged)}
+            refused = {"laplace_pareto_k": laplace_k} if kind != "laplace" and laplace_k is not None else {}
+            adaptation.report = {**report, **found, **refused, "tried": list(charged)}
             return adaptation, sum(charged.values()), adaptation.report
+        if _hopeless(laplace_k):
+            break
     config = make_config(spec.name, {**settings, "chains": auto.chains, "warmup": DEFAULT_NUTS_WARMUP})
     adaptation = nuts_warm_up(model, config, seeds, None, progress, say, charged)
     report = {**report, **found, "used": "nuts", "tried": list(charged)}
+    if laplace_k is not None:
+        report["laplace_pareto_k"] = laplace_k
     # Modes a cheap warm-up found travel with it: every run from it checks that its draws visit them.
     adaptation.report = {**report, "no_mode": no_mode} if no_mode else report
     return adaptation, sum(charged.values()), adaptation.report
+
+
+def _next_warm_up(index: int):
+    """What ``auto`` runs if cheap warm-up ``index`` of :data:`WARMUPS_TRIED` is refused, from its report."""
+    if index + 1 == len(WARMUPS_TRIED):
+        return None  # cheap_warm_up's own: NUTS's warm-up
+
+    def instead(report: dict[str, Any]) -> str:
+        k = report.get("pareto_k") if WARMUPS_TRIED[index] == "laplace" else None
+        if _hopeless(k):
+            return (
+                f"auto does not try {WARMUPS_TRIED[index + 1]} after a Pareto k of {HOPELESS_K:g} or more, "
+                f"and Stan's NUTS warm-up runs instead ({DEFAULT_NUTS_WARMUP} iterations)"
+            )
+        return f"auto tries {WARMUPS_TRIED[index + 1]} next"
+
+    return instead
+
+
+def _far_gaussian(spec: MethodSpec, settings: dict[str, Any], warm_report: dict[str, Any]) -> str:
+    """Why a candidate proposing from a Gaussian is not piloted where the Laplace fit's Pareto k is
+    :data:`HOPELESS_K` or more, or "".
+
+    Such a k says the posterior is far from any Gaussian (a funnel, heavy
+    tails, a 1000-dim latent field): IMH's and pCN's proposals about the
+    warm-up's Gaussian, and an approximation method's over the Laplace
+    Gaussian, would almost all be refused (on a 1003-parameter stochastic
+    volatility model, k = 54: pCN's and IMH's pilots projected under half
+    of NUTS's ESS/s, for 2.7 s of pilots).
+    """
+    laplace = settings.get("approx", {}).get("kind") == "laplace" if spec.auto == "approximation" else False
+    if not (spec.gaussian or laplace):
+        return ""
+    k = warm_report.get("laplace_pareto_k")
+    if k is None and warm_report.get("warmup") == "laplace":
+        k = warm_report.get("pareto_k")
+    if not _hopeless(k):
+        return ""
+    proposes = "its approximation is the Laplace Gaussian" if laplace else "it proposes from a Gaussian"
+    return f"{proposes}, and the Laplace fit's Pareto k is {k:.3g} ({HOPELESS_K:g} or more)"
+
+
+def _hopeless(k) -> bool:
+    """Whether a refused Laplace fit's Pareto k ``k`` says its Gaussian is far off (:data:`HOPELESS_K`)."""
+    return k is not None and bool(k >= HOPELESS_K)
 
 
 def _pilot(spec, settings, model, data, adaptation, warm_seconds, auto, seed, seeds, race, folder,

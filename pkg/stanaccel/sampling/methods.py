@@ -21,6 +21,7 @@ from typing import Any, ClassVar
 
 from stanaccel.kernels.independence import IndependenceMetropolis
 from stanaccel.kernels.mala import MALA
+from stanaccel.kernels.pcn import with_step
 from stanaccel.sampling.build import KernelFactory, hessian_pcn_move, hmc_move, mh_move, pcn_move
 from stanaccel.sampling.config import (
     NUTS_WARMUP,
@@ -153,6 +154,11 @@ class MethodSpec:
         independent of the current point or positively correlated with it:
         random walk, pCN, independence), so it is never antithetic: its ESS
         per draw is at most 1, to which ``auto``'s race holds its pilot.
+    gaussian : bool
+        Its proposals come from a Gaussian fitted to the warm-up (pCN's
+        reference, IMH's proposal), so that it mixes only as well as the
+        posterior is near one: ``auto`` does not pilot it where the Laplace
+        fit's Pareto k is in the tens (:data:`~stanaccel.sampling.auto.HOPELESS_K`).
     """
 
     config: type[SamplerConfig]
@@ -173,6 +179,7 @@ class MethodSpec:
     auto: str | None = None
     auto_settings: tuple[tuple[str, Any], ...] = ()
     positive: bool = False
+    gaussian: bool = False
 
     @property
     def name(self) -> str:
@@ -323,13 +330,26 @@ def _autoencoder_pcn(factory: KernelFactory):
 
 
 def _pcn_steps(factory: KernelFactory, density):
-    config, adaptation, move = factory.config, factory.adaptation, METHODS[factory.config.method].move
-    return lambda h: move(config, density, adaptation, step=h)
+    return _steps(METHODS[factory.config.method].move, factory, density)
 
 
 def _inner_steps(factory: KernelFactory, density):
-    config, adaptation, move = factory.config, factory.adaptation, inner_move(factory.config)
-    return lambda h: move(config, density, adaptation, step=h)
+    return _steps(inner_move(factory.config), factory, density)
+
+
+def _steps(move, factory: KernelFactory, density):
+    """``make(h)``: ``move``'s kernel of step h; a pCN kernel is built once and copied with each h (its
+    reference's Cholesky factor, O(dim^3), is not computed again per tuning iteration)."""
+    config, adaptation = factory.config, factory.adaptation
+    built = []
+
+    def make(h):
+        if built and hasattr(built[0], "rho"):
+            return with_step(built[0], h)
+        built[:] = [move(config, density, adaptation, step=h)]
+        return built[0]
+
+    return make
 
 
 def _ae_pcn_steps(factory: KernelFactory, density):
@@ -532,6 +552,7 @@ METHODS: dict[str, MethodSpec] = {
             studies=("pde",),
             auto="warm",
             positive=True,
+            gaussian=True,
         ),
         MethodSpec(
             IMHConfig,
@@ -543,6 +564,7 @@ METHODS: dict[str, MethodSpec] = {
             default_warmup="laplace",
             auto="warm",
             positive=True,
+            gaussian=True,
         ),
         MethodSpec(
             HPCNConfig,

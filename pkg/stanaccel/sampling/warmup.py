@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import time
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -248,14 +249,14 @@ def warm_up(
 
 
 def cheap_warm_up(
-    model, config, seeds, progress, say, charged, instead: str | None = None
+    model, config, seeds, progress, say, charged, instead: str | Callable[[dict], str] | None = None
 ) -> tuple[Adaptation | None, dict[str, Any]]:
     """A Gaussian by Pathfinder or Laplace, and the Adaptation from it; None when its diagnostics reject it.
 
     Returns the Adaptation (None: NUTS's warm-up must run) and the report
     (the warm-up asked for, its diagnostics, its seconds, and the one used).
     ``instead``: what runs if it is rejected, for the warning (default
-    Stan's NUTS warm-up).
+    Stan's NUTS warm-up), or a function of the report that says it.
     """
     kind = config.warmup_kind
     start = time.perf_counter()
@@ -273,6 +274,7 @@ def cheap_warm_up(
         charged[f"warmup ({kind}, not used)"] = seconds
         report["used"] = "nuts"
         report["fallback"] = fit
+        instead = instead(report) if callable(instead) else instead
         instead = instead or f"Stan's NUTS warm-up runs instead ({DEFAULT_NUTS_WARMUP} iterations)"
         message = (
             f"warmup = {kind!r}: {fit}, so its Gaussian is not trusted; {instead}; the {seconds:.1f} s spent "
