@@ -179,7 +179,7 @@ class StanModel:
         origin = self.param_constrain(np.zeros(self._dim))
         out = np.zeros(self._dim, dtype=bool)
         for j in range(self._dim):
-            steps = [self.param_constrain(np.eye(self._dim)[j] * k) - origin for k in (1.0, 2.0)]
+            steps = [self.param_constrain(_unit(self._dim, j, k)) - origin for k in (1.0, 2.0)]
             moved = np.flatnonzero(np.abs(steps[1]) > 1e-12 * (1 + np.abs(origin)))
             if len(moved) == 1:
                 first, second = steps[0][moved[0]], steps[1][moved[0]]
@@ -341,3 +341,10 @@ def unflatten(flat: np.ndarray, variables: Variables) -> dict[str, np.ndarray]:
         out[name] = shaped.transpose(axes)
         start += size
     return out
+
+
+def _unit(dim: int, j: int, length: float) -> np.ndarray:
+    """The point ``length`` along coordinate ``j`` of ``dim`` (not a row of np.eye: dim^2 at each call)."""
+    point = np.zeros(dim)
+    point[j] = length
+    return point
