@@ -597,14 +597,22 @@ def ratios(methods: dict[str, dict]) -> dict[str, Any]:
 
 
 def benchmark(name: str, info: dict, database: Path, folder: Path, args: argparse.Namespace) -> dict:
-    """One posterior's row: compile, every run of ``args.peers`` with every seed, and the ratios."""
-    row: dict[str, Any] = {"posterior": name, "status": "ok"}
+    """One posterior's row: its reference draws, its program and data in ``folder``/``name``, then
+    :func:`benchmark_posterior`."""
     path = reference_path(database, info)
     if not path.is_file():
-        return {**row, "status": "skipped", "reason": "reference draws absent"}
+        return {"posterior": name, "status": "skipped", "reason": "reference draws absent"}
     reference = read_reference(path)
-    row["params"] = len(reference)
     program, data = prepare(database, info, folder / name)
+    return benchmark_posterior(name, program, data, reference, args)
+
+
+def benchmark_posterior(
+    name: str, program: Path, data: Path, reference: dict[str, np.ndarray], args: argparse.Namespace
+) -> dict:
+    """One posterior's row: compile ``program``, every run of ``args.peers`` with every seed on ``data``
+    (their files beside the program), each scored against ``reference``, and the ratios."""
+    row: dict[str, Any] = {"posterior": name, "status": "ok", "params": len(reference)}
     row["compile"] = compile_once(program, args.timeout)
     print(f"{name}: compile {row['compile']['seconds']:.1f} s ({row['compile'].get('reason', 'ok')})",
           flush=True)  # fmt: skip
@@ -787,10 +795,13 @@ def render(rows: list[dict], meta: dict) -> str:
     """The Markdown: settings, the table, the ratios' spread and the share where auto is ahead."""
     names = meta["peers"]
     peers = [name for name in names if name != AUTO]
+    # another script's rows (stochastic_volatility.py) name their script and where the posterior is from
+    script = meta.get("script", "benchmarks/posteriordb.py")
+    source = meta.get("source") or f"posteriordb at {meta['database']}"
     lines = [
-        f"$ python benchmarks/posteriordb.py {meta['argv']}",
+        f"$ python {script} {meta['argv']}",
         "",
-        f"At commit {meta['commit']}; posteriordb at {meta['database']}; {meta['chains']} chains x "
+        f"At commit {meta['commit']}; {source}; {meta['chains']} chains x "
         f"{meta['draws']} draws (warm-up {WARMUP}; auto its own), "
         f"seeds {', '.join(map(str, meta['seeds']))}, "
         f"timeout {meta['timeout']:g} s a run. Runs: "
