@@ -11,6 +11,7 @@ only some methods take are refused before any work.
 """
 
 import json
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -20,24 +21,16 @@ from stanaccel.datasets.mvn_mean import exact_posterior
 from stanaccel.diagnostics import mcse_z_scores
 from stanaccel.diagnostics._arviz import az
 from stanaccel.sampling import METHODS, ConfigError, sample
-from stanaccel.sampling import auto as auto_module
-from stanaccel.sampling.auto import (
-    PILOT_ORDER,
-    AutoSettings,
-    Pilot,
-    Race,
-    _agreement,
-    _check_choice,
-    _choose,
-    _far_gaussian,
-    _full_nuts,
-    _full_run,
-    _next_warm_up,
-    _nuts_pilot,
-    _pilot,
-    _shared_warm_up,
-)
+from stanaccel.sampling.auto import AutoSettings, Pilot, Race, constants
+from stanaccel.sampling.auto.candidates import _far_gaussian
+from stanaccel.sampling.auto.choice import _agreement, _check_choice, _choose
+from stanaccel.sampling.auto.constants import PILOT_ORDER
+from stanaccel.sampling.auto.full_run import _full_nuts, _full_run
+from stanaccel.sampling.auto.race import _nuts_pilot, _pilot
+from stanaccel.sampling.auto.record import AutoRun
+from stanaccel.sampling.auto.warmup import _next_warm_up, _shared_warm_up
 from stanaccel.sampling.config import make_config
+from stanaccel.sampling.program import Program
 from stanaccel.sampling.run import NO_MODES_CHECK, SEEDS, run_sampler
 from stanaccel.seeds import spawn_seeds
 from stanaccel.stan import StanModel, write_data
@@ -64,8 +57,8 @@ COLUMNS = {"method", "warmup", "setup_s", "pilot_ess_per_draw", "s_per_draw", "p
 def pilots(monkeypatch):
     """Pilots even where a whole NUTS run is short (these posteriors are small), NUTS's last after a cheap
     warm-up, as on an expensive posterior: the race is what the tests are about."""
-    monkeypatch.setattr(auto_module, "QUICK_NUTS_SECONDS", 0.0)
-    monkeypatch.setattr(auto_module, "NUTS_FIRST_SECONDS", 0.0)
+    monkeypatch.setattr(constants, "QUICK_NUTS_SECONDS", 0.0)
+    monkeypatch.setattr(constants, "NUTS_FIRST_SECONDS", 0.0)
 
 
 EXPENSIVE_N = 20000
@@ -84,6 +77,15 @@ def files(tmp_path_factory):
     return folder
 
 
+def warmed_up(model, data: dict, auto: AutoSettings, folder, shared) -> AutoRun:
+    """The record ``auto``'s stages pass, as ``sample_auto`` makes it at seed 5 (no checkpoint, the chains
+    here, nothing said), after the warm-up that the candidates ``shared`` share."""
+    say = lambda line: None  # noqa: E731
+    run = AutoRun(Program.of(model), model, data, auto, 5, spawn_seeds(5, SEEDS), False, say, folder)
+    run.adaptation, run.warm_seconds, run.warm_report = _shared_warm_up(run, shared)
+    return run
+
+
 def check_table(auto: dict, chosen: str) -> None:
     rows = auto["pilots"]
     assert [row["method"] for row in rows] == PILOTED
@@ -91,7 +93,7 @@ def check_table(auto: dict, chosen: str) -> None:
     assert [row["method"] for row in rows if row["chosen"]] == [chosen] == [auto["chosen"]]
     best = max(rows, key=lambda row: row["projected_ess_per_s"] if not row["note"] else -1)
     nuts = next(row for row in rows if row["method"] == "nuts")
-    margin = auto_module.NUTS_MARGIN  # another must project this many times NUTS's ESS/s to be chosen
+    margin = constants.NUTS_MARGIN  # another must project this many times NUTS's ESS/s to be chosen
     if not nuts["note"] and best["projected_ess_per_s"] < margin * nuts["projected_ess_per_s"]:
         best = nuts
     assert best["method"] == chosen
@@ -101,7 +103,7 @@ def check_table(auto: dict, chosen: str) -> None:
 def test_auto_runs_stan_nuts_at_once_where_its_whole_run_is_short(files, monkeypatch):
     """No pilot could pay for itself: ``auto`` is then ``--method nuts`` with a dense metric (a few
     parameters), the same draws for the same seed."""
-    monkeypatch.setattr(auto_module, "QUICK_NUTS_SECONDS", auto_module.QUICK_NUTS_DEFAULT)
+    monkeypatch.setattr(constants, "QUICK_NUTS_SECONDS", constants.QUICK_NUTS_DEFAULT)
     lines = []
     result = sample(files / "regression.stan", files / "regression.json", "auto", {"draws": 300}, seed=3,
                     progress=False, log=lines.append)  # fmt: skip
@@ -119,7 +121,7 @@ def test_auto_runs_stan_nuts_at_once_where_its_whole_run_is_short(files, monkeyp
 def test_nuts_is_kept_unless_another_projects_its_margin():
     """The rule of the choice, on pilots of set figures: NUTS, the robust baseline, gives way only to a
     candidate projecting :data:`NUTS_MARGIN` times its ESS/s."""
-    margin = auto_module.NUTS_MARGIN
+    margin = constants.NUTS_MARGIN
 
     def pilot(method, role, ess_per_draw):
         return Pilot(method, role, method, setup_seconds=0.5, warmup_seconds=0.5, ess_per_draw=ess_per_draw,
@@ -138,9 +140,9 @@ def test_nuts_is_kept_unless_another_projects_its_margin():
 def test_behind_nuts_the_race_asks_for_its_margin():
     """A candidate that cannot project :data:`NUTS_MARGIN` times NUTS's ESS/s could not be chosen over it,
     so the race drops it as soon as its seconds per draw say so; behind another leader, its projection."""
-    margin = auto_module.NUTS_MARGIN
+    margin = constants.NUTS_MARGIN
     ceiling = 100.0 * (1 + margin) / 2  # above the leader's 100, below margin x 100
-    seconds_per_draw = auto_module.POSITIVE_CAP / ceiling  # a positive kernel's ceiling then, with no warm-up
+    seconds_per_draw = constants.POSITIVE_CAP / ceiling  # a positive kernel's ceiling then, with no warm-up
     for role, dropped in (("own-warmup", True), ("warm", False)):
         race = Race(4000, 2.6)
         race.enter(Pilot("nuts" if role == "own-warmup" else "pcn", role, "x", setup_seconds=0.0,
@@ -158,7 +160,7 @@ def test_a_laplace_fit_far_from_the_posterior_skips_pathfinder_and_the_gaussian_
     """A refused Laplace fit of Pareto k in the tens: Pathfinder is not tried after it, and the candidates
     proposing from a Gaussian (pCN, IMH, an approximation method over the Laplace Gaussian) are not piloted;
     below that k, or over control variates, everything is tried as before."""
-    hopeless, poor = auto_module.HOPELESS_K, 0.9
+    hopeless, poor = constants.HOPELESS_K, 0.9
     instead = _next_warm_up(0)
     assert instead({"pareto_k": hopeless}).startswith("auto does not try pathfinder after a Pareto k of 10")
     assert instead({"pareto_k": poor}) == "auto tries pathfinder next" and _next_warm_up(1) is None
@@ -181,7 +183,7 @@ def test_auto_keeps_stan_nuts_within_its_margin_and_continues_its_pilot(files, m
     so which of them leads is the machine's load (a CI run under load once chose pCN). The margin is
     widened so that NUTS is kept whatever the clock says: the rule itself is tested on set figures above,
     and the speed of the methods is measured in ``benchmarks/``, not here."""
-    monkeypatch.setattr(auto_module, "NUTS_MARGIN", 1e6)
+    monkeypatch.setattr(constants, "NUTS_MARGIN", 1e6)
     lines = []
     result = sample(files / "regression.stan", files / "regression.json", "auto", {"draws": 1000}, seed=3,
                     progress=False, log=lines.append)  # fmt: skip
@@ -203,15 +205,15 @@ def test_auto_keeps_stan_nuts_within_its_margin_and_continues_its_pilot(files, m
 
 def test_auto_on_a_cheap_posterior_pilots_nuts_first_and_the_others_within_its_share(files, monkeypatch):
     """Where a whole NUTS run is short, NUTS's pilot is first and its run caps the others' pilots."""
-    monkeypatch.setattr(auto_module, "NUTS_FIRST_SECONDS", auto_module.NUTS_FIRST_DEFAULT)
-    monkeypatch.setattr(auto_module, "PILOT_FLOOR", 0.0)  # the share alone, however short
-    monkeypatch.setattr(auto_module, "NUTS_MARGIN", 1e6)  # which leads is the load here (see above)
+    monkeypatch.setattr(constants, "NUTS_FIRST_SECONDS", constants.NUTS_FIRST_DEFAULT)
+    monkeypatch.setattr(constants, "PILOT_FLOOR", 0.0)  # the share alone, however short
+    monkeypatch.setattr(constants, "NUTS_MARGIN", 1e6)  # which leads is the load here (see above)
     result = sample(files / "regression.stan", files / "regression.json", "auto", {"draws": 1000}, seed=3,
                     progress=False)  # fmt: skip
     auto = result.reports["auto"]
     rows = auto["pilots"]
     assert rows[0]["method"] == "nuts" and rows[0]["warmup"] == "laplace" and auto["chosen"] == "nuts"
-    share = f"{auto_module.PILOT_SHARE:.0%} of nuts's projected"
+    share = f"{constants.PILOT_SHARE:.0%} of nuts's projected"
     assert any(share in row["note"] for row in rows[1:]), rows  # some pilot stopped, or not started, by it
     check_exact(result, regression_data())
 
@@ -342,15 +344,14 @@ def test_a_pilot_is_the_start_of_its_full_run_and_one_that_cannot_win_is_dropped
     model = StanModel(files / "regression.stan", {**data, "beta": 1.0})
     data = {**data, "beta": 1.0}
     auto = AutoSettings(chains=2, draws=300, pilot_draws=60)
-    seeds = spawn_seeds(5, SEEDS)
     pcn = (METHODS["pcn"], {})
-    adaptation, warm, _ = _shared_warm_up(model, [pcn], auto, seeds, False, lambda line: None)
+    run = warmed_up(model, data, auto, tmp_path, [pcn])
+    adaptation, seeds = run.adaptation, run.seeds
     race = Race(auto.chains * auto.draws, 2.0, best=1e-9, leader="dc")  # a leader: a probe, then the rest
-    pilot = _pilot(*pcn, model, data, adaptation, warm, auto, 5, seeds, race, tmp_path, lambda line: None)
+    pilot = _pilot(run, *pcn, race)
     kept = pilot.result.num_draws
     assert not pilot.note and kept >= auto.pilot_draws  # more: a chain resumed past the probe began late
-    say = lambda line: None  # noqa: E731
-    full = _full_run(pilot, "pcn", model, data, adaptation, warm, 1.0, auto, 5, seeds, False, say, None, None)
+    full = _full_run(run, pilot, "pcn", 1.0)
     assert full.num_draws == auto.draws and np.all(full.run.resumed_draws >= kept)
     assert full.sources["pcn_step"] == "auto pilot"  # pCN's step, tuned in the pilot
     config = make_config("pcn", {"chains": 2, "draws": 300})
@@ -360,10 +361,9 @@ def test_a_pilot_is_the_start_of_its_full_run_and_one_that_cannot_win_is_dropped
     # Against a best no candidate can reach, a pilot stops once it has timed its draws, and says why.
     race.best, race.leader = 1e12, "dc"
     hopeless = AutoSettings(chains=2, draws=10**6, pilot_draws=10**5)
-    hmc = _pilot(METHODS["hmc"], {}, model, data, adaptation, warm, hopeless, 5, seeds, race, tmp_path,
-                 lambda line: None)  # fmt: skip
-    nuts = _nuts_pilot(METHODS["nuts"], model, "regression", adaptation, warm, hopeless, race, 6, seeds,
-                       tmp_path, lambda line: None)  # fmt: skip
+    hopeless_run = replace(run, auto=hopeless)
+    hmc = _pilot(hopeless_run, METHODS["hmc"], {}, race)
+    nuts = _nuts_pilot(hopeless_run, METHODS["nuts"], race, 6)
     # A positive kernel's ESS per draw is at most 1, so the race holds it to less than HMC's.
     race = Race(4000, 2.6, best=100.0, leader="dc")
     assert race.lost(0.02, 0.0, "after 5 draws") == "" and METHODS["imh"].positive
@@ -375,9 +375,9 @@ def test_a_pilot_is_the_start_of_its_full_run_and_one_that_cannot_win_is_dropped
     # The dropped HMC pilot's draws are the reference left where it has PROBE_DRAWS per chain. How many
     # it drew before it was dropped depends on the machine's load, so the bound is set about them.
     assert hmc.partial is not None
-    monkeypatch.setattr(auto_module, "PROBE_DRAWS", hmc.partial.num_draws)
+    monkeypatch.setattr(constants, "PROBE_DRAWS", hmc.partial.num_draws)
     assert _agreement([hmc, nuts]) is hmc
-    monkeypatch.setattr(auto_module, "PROBE_DRAWS", hmc.partial.num_draws + 1)  # too few draws for an MCSE
+    monkeypatch.setattr(constants, "PROBE_DRAWS", hmc.partial.num_draws + 1)  # too few draws for an MCSE
     assert _agreement([hmc, nuts]) is None
     for dropped in (hmc, nuts):
         row = dropped.row(hopeless.chains * hopeless.draws, "dc")
@@ -392,31 +392,30 @@ def test_a_kernel_chosen_over_nuts_is_checked_in_its_full_run_and_replaced_where
     data = {**regression_data(), "beta": 1.0}
     model = StanModel(files / "regression.stan", data)
     auto = AutoSettings(chains=2, draws=400, pilot_draws=50)
-    seeds = spawn_seeds(5, SEEDS)
-    say = lambda line: None  # noqa: E731
     pcn = (METHODS["pcn"], {})
-    adaptation, warm, _ = _shared_warm_up(model, [pcn], auto, seeds, False, say)
-    pilot = _pilot(*pcn, model, data, adaptation, warm, auto, 5, seeds, Race(800, 2.0), tmp_path, say)
+    run = warmed_up(model, data, auto, tmp_path, [pcn])
+    adaptation, seeds, warm = run.adaptation, run.seeds, run.warm_seconds
+    pilot = _pilot(run, *pcn, Race(800, 2.0))
     nuts = Pilot("nuts", "own-warmup", "Stan NUTS", warmup_seconds=warm, setup_seconds=0.0,
                  seconds_per_draw=pilot.seconds_per_draw)  # fmt: skip
     # A pilot that flattered pCN (no chain shows 100 ESS per draw); NUTS between that and pCN's real one.
     pilot.ess_per_draw, nuts.ess_per_draw = 100.0, 5.0
-    check = _check_choice(pilot, [pilot, nuts], model, data, adaptation, auto, 5, seeds, say)
+    check = _check_choice(run, pilot, [pilot, nuts])
     assert not check["held"] and check["draws"] == 100 and check["ess_per_draw"] < 1.5, check
     assert pilot.note.startswith("checked in its full run: after 100 draws per chain pcn's ESS/draw was ")
     assert "below nuts's " in pilot.note
     # Where the draws bear the choice out, it holds; the full run continues them: a run never stopped.
     pilot.note, pilot.ess_per_draw, nuts.ess_per_draw = "", 1.0, 1e-3
-    check = _check_choice(pilot, [pilot, nuts], model, data, adaptation, auto, 5, seeds, say)
+    check = _check_choice(run, pilot, [pilot, nuts])
     assert check["held"] and pilot.ess_per_draw == 1.0 and not pilot.note  # its row keeps the pilot's figure
-    full = _full_run(pilot, "pcn", model, data, adaptation, warm, 1.0, auto, 5, seeds, False, say, None, None)
+    full = _full_run(run, pilot, "pcn", 1.0)
     never_stopped = run_sampler(make_config("pcn", {"chains": 2, "draws": 400}), model, data, adaptation,
                                 seed=5, seeds=seeds)  # fmt: skip
     np.testing.assert_array_equal(full.run.positions, never_stopped.run.positions)
     # Chains that disagree (R-hat above the limit: here any, the limit set to 0.5) lose the choice whatever
     # their ESS, to the best of the others.
-    monkeypatch.setattr(auto_module, "CHECK_RHAT", 0.5)
-    check = _check_choice(pilot, [pilot, nuts], model, data, adaptation, auto, 5, seeds, say)
+    monkeypatch.setattr(constants, "CHECK_RHAT", 0.5)
+    check = _check_choice(run, pilot, [pilot, nuts])
     assert not check["held"] and check["rhat"] > 0.5 and "pcn's chains disagree (R-hat " in pilot.note
 
 
@@ -434,15 +433,14 @@ def test_nuts_after_a_cheap_warmup_moves_with_its_dense_metric_and_continues_its
     data = correlated_data()
     model = StanModel(mvn_program, data)
     auto = AutoSettings(chains=4, draws=1000, pilot_draws=100)
-    seeds = spawn_seeds(5, SEEDS)
-    say = lambda line: None  # noqa: E731
-    adaptation, warm, _ = _shared_warm_up(model, [(METHODS["hmc"], {})], auto, seeds, False, say)
+    run = warmed_up(model, data, auto, tmp_path, [(METHODS["hmc"], {})])
+    adaptation = run.adaptation
     assert adaptation.warmup == "laplace" and adaptation.dense.shape == (3, 3)
     race = Race(4000, 2.6)
     nuts = METHODS["nuts"]
-    pilot = _nuts_pilot(nuts, model, "correlated", adaptation, warm, auto, race, 6, seeds, tmp_path, say)
+    pilot = _nuts_pilot(run, nuts, race, 6)
     assert pilot.label == "Stan NUTS (dense metric)" and pilot.state.metric == "dense" and not pilot.note
-    full = _full_nuts(pilot, "nuts", model, 1.0, auto, 5, seeds, False, say, None)
+    full = _full_nuts(run, pilot, "nuts", 1.0)
     assert full.run.inv_metric.shape == (4, 3, 3) and full.run.warmup_unconstrained.shape[1] == 0
     np.testing.assert_array_equal(full.run.draws_unconstrained[:, :100], pilot.result.run.draws_unconstrained)
     mean, covariance = exact_posterior(data)
@@ -457,7 +455,7 @@ def test_auto_on_two_modes_sees_them_and_chooses_tempering(tmp_path, monkeypatch
     The posterior is cheap, so Stan's NUTS runs at once first; its chains stuck in the two modes
     disagree, and ``auto`` goes on to pilot the others rather than return them.
     """
-    monkeypatch.setattr(auto_module, "QUICK_NUTS_SECONDS", auto_module.QUICK_NUTS_DEFAULT)
+    monkeypatch.setattr(constants, "QUICK_NUTS_SECONDS", constants.QUICK_NUTS_DEFAULT)
     (tmp_path / "bimodal.stan").write_text(BIMODAL)
     lines = []
     result = sample(tmp_path / "bimodal.stan", {"beta": 1.0}, "auto", {"draws": 1000}, seed=4, progress=False,
@@ -482,5 +480,5 @@ def test_the_quick_runs_split_rhat_is_arviz_split_rhat():
     draws[0, :, 1] += 3.0  # one chain stuck apart in the second coordinate
     expected = max(float(az.rhat(draws[..., j], method="split")) for j in range(2))
     assert split_rhat(draws) == pytest.approx(expected, rel=1e-10)
-    assert split_rhat(draws) > auto_module.CHECK_RHAT
+    assert split_rhat(draws) > constants.CHECK_RHAT
     assert np.isnan(split_rhat(draws[:1]))

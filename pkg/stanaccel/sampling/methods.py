@@ -158,7 +158,7 @@ class MethodSpec:
         Its proposals come from a Gaussian fitted to the warm-up (pCN's
         reference, IMH's proposal), so that it mixes only as well as the
         posterior is near one: ``auto`` does not pilot it where the Laplace
-        fit's Pareto k is in the tens (:data:`~stanaccel.sampling.auto.HOPELESS_K`).
+        fit's Pareto k is in the tens (:data:`~stanaccel.sampling.auto.constants.HOPELESS_K`).
     """
 
     config: type[SamplerConfig]
