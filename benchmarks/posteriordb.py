@@ -98,6 +98,7 @@ import sys
 import tempfile
 import time
 import zipfile
+from collections import Counter
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -542,6 +543,7 @@ def sample_run(
         reason = metrics["auto"].get("reason", "")
         run["auto"] = {
             "chosen": metrics["auto"].get("chosen"),
+            "sampler": metrics["auto"].get("sampler"),
             "reason": reason,
             "short": short_reason(reason),
         }
@@ -784,10 +786,16 @@ def method_cell(method: dict | None) -> str:
 
 
 def chose_cell(method: dict | None) -> str:
-    """What ``auto`` chose with each seed (``nuts/nuts/imh``)."""
+    """What ``auto`` chose with each seed (``nuts-dense/nuts/imh``: ``nuts-dense`` is NUTS with a dense
+    metric, from a cheap warm-up's fit, its own warm-up's draws or Stan's adaptation)."""
     if method is None:
         return "-"
-    chosen = [run["auto"]["chosen"] for run in method["seeds"] if "auto" in run]
+    chosen = [
+        f"{run['auto']['chosen']}-dense" if "dense metric" in (run["auto"].get("sampler") or "") else
+        run["auto"]["chosen"]
+        for run in method["seeds"]
+        if "auto" in run
+    ]  # fmt: skip
     return "/".join(str(c) for c in chosen) or "-"
 
 
@@ -889,6 +897,15 @@ def summary(rows: list[dict], names: list[str]) -> list[str]:
             f"{name} {converged} of {len(tried)}" + (f" (best peer on {best})" if name != AUTO else "")
         )
     lines.append(f"- converged on every seed: {', '.join(counts)}")
+    ran_samplers = Counter(
+        run["auto"].get("sampler") or run["auto"]["chosen"]
+        for r in with_auto
+        for run in r["methods"][AUTO]["seeds"]
+        if "auto" in run
+    )
+    if ran_samplers:
+        listed = ", ".join(f"{sampler} {n}" for sampler, n in ran_samplers.most_common())
+        lines.append(f"- what auto ran in full, runs over every seed: {listed}")
     skipped = [r for r in rows if r["status"] != "ok"]
     lines.append(f"- posteriors: {len(rows)}, of which {len(skipped)} skipped")
     return lines

@@ -161,11 +161,13 @@ def logistic_data(n: int, k: int = 5, seed: int = 0, correlation: float = 0.5) -
 # `beta` tempers the likelihood of five fixed observations of a. Case 7: the density is NaN where a < 0
 # (sqrt(a), with no lower bound declared), and its Laplace Gaussian (mode 0.25, sd 0.5) puts 31% of its
 # draws there. Case 8: s has no prior (and no data), so the density of log s (with the Jacobian)
-# increases without bound: improper, and L-BFGS runs off. In cases 1 to 7, s ~ gamma(3, 1) has its mode
-# at s = 2, and the density of log s (with the Jacobian) at s = 3.
+# increases without bound: improper, and L-BFGS runs off. Case 9: a moving-average recursion over 200
+# terms, as posteriordb's arma11 has: from a start with |b| > 1 it overflows (e grows as b^200), and
+# L-BFGS's line search fails there; from the origin it finds the mode. In the cases but 8,
+# s ~ gamma(3, 1) has its mode at s = 2, and the density of log s (with the Jacobian) at s = 3.
 POOR_GAUSSIAN = """
 data {
-  int<lower=1, upper=8> case_;
+  int<lower=1, upper=9> case_;
   int<lower=0> K;
   real<lower=0> beta;
 }
@@ -179,7 +181,7 @@ parameters {
   vector[K] x;
 }
 model {
-  if (case_ < 8) {
+  if (case_ != 8) {
     s ~ gamma(3, 1);
   }
   if (case_ == 1) {
@@ -209,6 +211,15 @@ model {
     target += -2 * square(sqrt(a) - 0.5);
     b ~ normal(0, 1);
     x ~ normal(0, 1);
+  } else if (case_ == 9) {
+    real e = 0;
+    a ~ normal(0, 1);
+    b ~ normal(0, 2);
+    x ~ normal(0, 1);
+    for (t in 1:200) {
+      e = y[1 + t % 5] - a - b * e;
+      target += normal_lpdf(e | 0, s);
+    }
   } else {
     a ~ normal(0, 1);
     b ~ normal(0, 1);

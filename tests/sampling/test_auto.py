@@ -26,12 +26,14 @@ from stanaccel.sampling.auto.candidates import _far_gaussian
 from stanaccel.sampling.auto.choice import _agreement, _check_choice, _choose
 from stanaccel.sampling.auto.constants import PILOT_ORDER
 from stanaccel.sampling.auto.full_run import _full_nuts, _full_run
+from stanaccel.sampling.auto.pipeline import _choice, _is_chosen, _pilots
 from stanaccel.sampling.auto.race import _nuts_pilot, _pilot
 from stanaccel.sampling.auto.record import AutoRun
 from stanaccel.sampling.auto.warmup import _next_warm_up, _shared_warm_up
 from stanaccel.sampling.config import make_config
 from stanaccel.sampling.program import Program
 from stanaccel.sampling.run import NO_MODES_CHECK, SEEDS, run_sampler
+from stanaccel.sampling.warmup import warmup_covariance
 from stanaccel.seeds import spawn_seeds
 from stanaccel.stan import StanModel, write_data
 from stanaccel.workflow import run_workflow
@@ -439,13 +441,57 @@ def test_nuts_after_a_cheap_warmup_moves_with_its_dense_metric_and_continues_its
     race = Race(4000, 2.6)
     nuts = METHODS["nuts"]
     pilot = _nuts_pilot(run, nuts, race, 6)
-    assert pilot.label == "Stan NUTS (dense metric)" and pilot.state.metric == "dense" and not pilot.note
+    assert (
+        pilot.label == "Stan NUTS (dense metric from the laplace fit)"
+        and pilot.state.metric == "dense"
+        and not pilot.note
+    )
     full = _full_nuts(run, pilot, "nuts", 1.0)
     assert full.run.inv_metric.shape == (4, 3, 3) and full.run.warmup_unconstrained.shape[1] == 0
     np.testing.assert_array_equal(full.run.draws_unconstrained[:, :100], pilot.result.run.draws_unconstrained)
     mean, covariance = exact_posterior(data)
     z_mean, z_sd = mcse_z_scores(full.to_inference_data(), "theta", mean, np.sqrt(np.diag(covariance)))
     assert np.all(np.abs(z_mean) < Z_LIMIT) and np.all(np.abs(z_sd) < Z_LIMIT), (z_mean, z_sd)
+
+
+def test_after_nuts_own_warmup_nuts_is_also_piloted_with_a_dense_metric_from_its_draws(
+    tmp_path, mvn_program, monkeypatch
+):
+    """Where no cheap warm-up's Gaussian is trusted NUTS's warm-up is shared, and its draws give the dense
+    metric Stan's ``metric=dense`` would adapt: on a Gaussian of correlation 0.99 that NUTS projects far
+    above the diagonal one, is chosen, continues its pilot (no second warm-up) and stays exact."""
+    monkeypatch.setattr(constants, "WARMUPS_TRIED", ())  # as where Laplace and Pathfinder are refused
+    correlation = 0.99 * np.ones((4, 4)) + 0.01 * np.eye(4)
+    data = {"D": 4, "N": 1, "x": [[1.0, -1.0, 0.5, 0.0]], "mu0": np.zeros(4), "Sigma0": 100 * np.eye(4),
+            "Sigma": correlation * np.outer([1, 2, 0.5, 1], [1, 2, 0.5, 1]), "beta": 1.0}  # fmt: skip
+    model = StanModel(mvn_program, data)
+    auto = AutoSettings(chains=4, draws=1000, pilot_draws=100)
+    run = warmed_up(model, data, auto, tmp_path, [(METHODS["hmc"], {})])
+    assert run.adaptation.warmup == "nuts" and run.adaptation.dense is None
+    pilots, _ = _pilots(run, [(METHODS["nuts"], {})])
+    diagonal, dense = pilots
+    assert diagonal.state.metric == "diag" and not diagonal.variant
+    assert dense.variant == "dense" and dense.state.metric == "dense" and not dense.note, dense.note
+    assert dense.projected(4000) > constants.NUTS_MARGIN * diagonal.projected(4000), (dense, diagonal)
+    modes = {"disagree": False}
+    best, _, line, seconds = _choice(run, pilots, _agreement(pilots), modes, {})
+    assert best is dense and line.startswith("auto: chose nuts (dense) (projected "), line
+    rows = [row["chosen"] for row in (p.row(4000, _is_chosen(p, best, pilots)) for p in pilots)]
+    assert rows == [False, True]
+    full = _full_nuts(run, dense, "nuts", seconds)
+    assert full.run.inv_metric.shape == (4, 4, 4) and full.run.warmup_unconstrained.shape[1] == 0
+    np.testing.assert_array_equal(full.run.draws_unconstrained[:, :100], dense.result.run.draws_unconstrained)
+    mean, covariance = exact_posterior(data)
+    z_mean, z_sd = mcse_z_scores(full.to_inference_data(), "theta", mean, np.sqrt(np.diag(covariance)))
+    assert np.all(np.abs(z_mean) < Z_LIMIT) and np.all(np.abs(z_sd) < Z_LIMIT), (z_mean, z_sd)
+
+
+def test_the_dense_metric_from_warmup_draws_is_stans_regularised_covariance():
+    """Stan's ``covar_adaptation``: n / (n + 5) times the sample covariance, plus 10^-3 x 5 / (n + 5) I."""
+    draws = np.random.default_rng(0).multivariate_normal([0, 0], [[1, 0.9], [0.9, 1]], size=500)
+    expected = 500 / 505 * np.cov(draws.T) + 1e-3 * 5 / 505 * np.eye(2)
+    np.testing.assert_allclose(warmup_covariance(draws), expected)
+    assert warmup_covariance(draws[:, :1]).shape == (1, 1)
 
 
 @pytest.mark.slow

@@ -12,7 +12,6 @@ import pytest
 
 from stanaccel.datasets.mvn_mean import exact_posterior
 from stanaccel.stan import StanModel, compile_program
-from stanaccel.stan.errors import StanEvaluationError
 from stanaccel.stan.optimize import RunawayError, laplace_sample, modes_from_starts, optimize
 from stanaccel.stan.pathfinder import pathfinder, psis
 from tests.sampling.programs import POOR_GAUSSIAN
@@ -76,12 +75,25 @@ def test_lbfgs_tries_another_start_when_one_fails(poor_program):
     """A start where Stan rejects the density (x's scale exp(a / 2) overflows) fails; the next converges."""
     model = StanModel(poor_program, poor(1, 1))
     start = np.array([2000.0, 0.0, 0.0, 0.0])
-    with pytest.raises(StanEvaluationError, match="from 1 starts"):
-        optimize(model, init=start, seed=2, attempts=1)
+    assert modes_from_starts(model, 1, inits=start[None], seed=2) == []  # it fails from there
     mode = optimize(model, init=start, seed=2)
     assert mode.point[0] == pytest.approx(-4.5, abs=0.05) and np.exp(mode.point[2]) == pytest.approx(
         3, rel=1e-2
     )
+
+
+def test_lbfgs_tries_the_origin_where_every_start_fails(poor_program):
+    """A moving-average recursion (as posteriordb's arma11's) overflows from any start with |b| > 1, and
+    L-BFGS's line search fails there; the last resort, the origin (CmdStan's ``init=0``), finds the mode."""
+    model = StanModel(poor_program, poor(9, 1))
+    starts = np.zeros((3, model.dim))
+    starts[:, 1] = [1.5, -2.0, 3.0]
+    assert modes_from_starts(model, 3, inits=starts, seed=2) == []  # each start fails
+    mode = optimize(model, init=starts[0], seed=2, attempts=1)
+    assert mode.point[1] == pytest.approx(-0.998, abs=0.01) and mode.log_density == pytest.approx(
+        -125.13, abs=0.01
+    )
+    assert modes_from_starts(model, 1, inits=mode.point[None], seed=2)  # a mode: L-BFGS stays there
 
 
 def test_pareto_k_flags_gaussians_that_miss_the_posterior(poor_program):

@@ -374,6 +374,20 @@ def averaged_step(acceptance: np.ndarray, initial: float = 1.0, delta: float = 0
     return float(np.exp(x_bar))
 
 
+def warmup_covariance(draws: np.ndarray) -> np.ndarray:
+    """The dense metric (an inverse metric) Stan's windowed adaptation estimates from warm-up ``draws``.
+
+    ``draws`` (n, dim) are unconstrained. Stan's ``covar_adaptation``
+    regularises the sample covariance toward a small multiple of the
+    identity: n / (n + 5) Sigma + 10^-3 x 5 / (n + 5) I, so that a short
+    window cannot give a singular metric.
+    """
+    draws = np.asarray(draws, dtype=float)
+    n, dim = draws.shape
+    covariance = np.atleast_2d(np.cov(draws, rowvar=False))
+    return n / (n + 5.0) * covariance + 1e-3 * 5.0 / (n + 5.0) * np.eye(dim)
+
+
 def _gaussian(model, kind, seed, progress, say, report) -> tuple[np.ndarray, np.ndarray] | str:
     """The cheap warm-up's (draws, covariance), or why its Gaussian is not trusted; fills ``report``.
 

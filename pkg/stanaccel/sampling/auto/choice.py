@@ -74,11 +74,11 @@ def _check_choice(run: AutoRun, best: Pilot, eligible: list[Pilot]) -> dict[str,
     else:
         check["note"] = (
             f"after {draws} draws per chain {best.method}'s ESS/draw was {measured:.3g}, not its pilot's "
-            f"{piloted:.3g}: projected {best.projected(chain_draws):.3g} ESS/s, below {again.method}'s "
+            f"{piloted:.3g}: projected {best.projected(chain_draws):.3g} ESS/s, below {again.name}'s "
             f"{again.projected(chain_draws):.3g}"
         )
     best.note = f"checked in its full run: {check['note']}"
-    say(f"auto: {check['note']}; {again.method} runs instead (the {check['seconds']:.1f} s spent are "
+    say(f"auto: {check['note']}; {again.name} runs instead (the {check['seconds']:.1f} s spent are "
         "charged)")  # fmt: skip
     return check
 
@@ -91,8 +91,9 @@ def pilot_line(row: dict[str, Any]) -> str:
             "-" if value is None or (isinstance(value, float) and not np.isfinite(value)) else f"{value:.3g}"
         )
 
+    name = row.get("name", row["method"])
     return (
-        f"{row['method']:<5} warm-up {row['warmup'] or '-'} {num(row['warmup_s'])} s, set-up "
+        f"{name:<5} warm-up {row['warmup'] or '-'} {num(row['warmup_s'])} s, set-up "
         f"{num(row['setup_s'])} s, ESS/draw {num(row['pilot_ess_per_draw'])}, "
         f"s/draw {num(row['s_per_draw'])}, pilot {num(row['pilot_s'])} s, "
         f"projected {num(row['projected_ess_per_s'])} ESS/s"

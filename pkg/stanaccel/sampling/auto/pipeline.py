@@ -27,7 +27,7 @@ from stanaccel.sampling.auto.choice import (
 )
 from stanaccel.sampling.auto.draws import _bracketed, _unconstrained
 from stanaccel.sampling.auto.full_run import _full_run
-from stanaccel.sampling.auto.race import FORMULA, Pilot, Race, _nuts_pilot, _pilot
+from stanaccel.sampling.auto.race import FORMULA, Pilot, Race, _adapted_dense_pilot, _nuts_pilot, _pilot
 from stanaccel.sampling.auto.record import AutoRun
 from stanaccel.sampling.auto.settings import AutoSettings
 from stanaccel.sampling.auto.warmup import _check_modes, _nuts_at_once, _quick_nuts, _shared_warm_up
@@ -35,7 +35,7 @@ from stanaccel.sampling.config import NUTS_WARMUP, make_config
 from stanaccel.sampling.methods import METHODS, MethodSpec
 from stanaccel.sampling.result import SampleResult, method_label
 from stanaccel.sampling.run import SEEDS
-from stanaccel.sampling.warmup import checkpoint_part
+from stanaccel.sampling.warmup import DENSE_MAX_DIM, checkpoint_part
 from stanaccel.seeds import spawn_seed, spawn_seeds
 from stanaccel.stan.nuts import NutsFit
 
@@ -82,7 +82,7 @@ def _sample_auto(run: AutoRun) -> SampleResult:
         reference = _tempering(run, candidates, pilots, modes, race.cap)
     best, eligible, line, pilot_seconds = _choice(run, pilots, reference, modes, skipped)
     best, line, pilot_seconds, checks = _checked(run, best, eligible, line, pilot_seconds)
-    rows = [p.row(run.chain_draws, _method(best)) for p in pilots]
+    rows = [p.row(run.chain_draws, _is_chosen(p, best, pilots)) for p in pilots]
     result = _full_run(run, best, _method(best), pilot_seconds)
     # The verdict's findings: modes the pilots saw that the method run cannot reach, and (a kernel's run
     # checks it itself) modes the shared warm-up found that NUTS's draws never came near.
@@ -95,6 +95,7 @@ def _sample_auto(run: AutoRun) -> SampleResult:
     resumed = getattr(result.run, "resumed_draws", None)
     result.reports["auto"] = {
         "chosen": _method(best),
+        "sampler": _sampler(best, result),
         "reason": line,
         "formula": FORMULA,
         "chains": run.auto.chains,
@@ -172,10 +173,28 @@ def _pilots(run: AutoRun, candidates: Candidates) -> tuple[list[Pilot], Race]:
             say(f"auto: {label} not piloted: {far}")
         elif spec.auto == "own-warmup":
             pilots.append(_nuts_pilot(run, spec, race, spawn_seed(run.seed, 1, index)))
+            if _dense_adapts(run):
+                race.enter(pilots[-1])
+                pilots.append(_adapted_dense_pilot(run, spec, race, spawn_seed(run.seed, 2, index)))
         else:
             pilots.append(_pilot(run, spec, settings, race))
         race.enter(pilots[-1])
     return pilots, race
+
+
+def _dense_adapts(run: AutoRun) -> bool:
+    """Whether NUTS is also piloted with a dense metric from its warm-up's draws
+    (:func:`~stanaccel.sampling.auto.race._adapted_dense_pilot`): where NUTS's own warm-up was shared
+    (no cheap warm-up's Gaussian gave one), from 2 up to
+    :data:`~stanaccel.sampling.warmup.DENSE_MAX_DIM` parameters."""
+    adaptation = run.adaptation
+    return (
+        adaptation.warmup == NUTS_WARMUP
+        and adaptation.dense is None
+        and adaptation.draws is not None
+        and 2 <= run.model.dim <= DENSE_MAX_DIM
+        and len(adaptation.draws) > run.model.dim
+    )
 
 
 def _findings(run: AutoRun, pilots: list[Pilot]) -> tuple[Pilot | None, dict[str, Any], Funnel | None]:
@@ -234,14 +253,14 @@ def _choice(
         why += f"; NUTS kept, as no other projected {margin:g}x its ESS/s (within the pilots' error)"
     pilot_seconds = time.perf_counter() - run.start
     others = ", ".join(
-        f"{p.method} {p.projected(chain_draws):.3g}" for p in pilots if p is not best and p.result is not None
+        f"{p.name} {p.projected(chain_draws):.3g}" for p in pilots if p is not best and p.result is not None
     )
     if best is None:
         line = f"auto: no pilot gave a usable estimate, so {_method(best)} runs"
     else:
-        line = (f"auto: chose {best.method} (projected {best.projected(chain_draws):.3g} ESS/s"
+        line = (f"auto: chose {best.name} (projected {best.projected(chain_draws):.3g} ESS/s"
                 f"{'; ' + others if others else ''}): {why}")  # fmt: skip
-    rows = [p.row(chain_draws, _method(best)) for p in pilots]
+    rows = [p.row(chain_draws, _is_chosen(p, best, pilots)) for p in pilots]
     for row in rows:
         say("auto pilot: " + pilot_line(row))
     say(line + f"; {pilot_seconds:.1f} s so far (the shared warm-up, set-ups, pilots) are charged, less the "
@@ -275,3 +294,17 @@ def _method(best: Pilot | None) -> str:
     if best is not None:
         return best.method
     return next(spec.name for spec in METHODS.values() if spec.auto == "own-warmup")
+
+
+def _is_chosen(pilot: Pilot, best: Pilot | None, pilots: list[Pilot]) -> bool:
+    """Whether ``pilot`` is the one whose method runs in full: ``best``; where none was chosen, the first
+    NUTS pilot (NUTS runs then)."""
+    if best is not None:
+        return pilot is best
+    return pilot is next((p for p in pilots if p.role == "own-warmup"), None)
+
+
+def _sampler(best: Pilot | None, result: SampleResult) -> str:
+    """The sampler that ran in full, in words: the chosen pilot's label (which NUTS metric, say), else
+    the run's."""
+    return best.label if best is not None else method_label(result.config)

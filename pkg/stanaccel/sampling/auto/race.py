@@ -22,7 +22,7 @@ from stanaccel.sampling.methods import MethodSpec
 from stanaccel.sampling.program import ProgramConventionError
 from stanaccel.sampling.result import SampleResult, method_label
 from stanaccel.sampling.run import run_nuts, run_sampler
-from stanaccel.sampling.warmup import DENSE_MAX_DIM, averaged_step, step_size_fit
+from stanaccel.sampling.warmup import DENSE_MAX_DIM, averaged_step, step_size_fit, warmup_covariance
 from stanaccel.stan.errors import StanError
 from stanaccel.stan.nuts import WarmupState
 from stanaccel.stan.provenance import Provenance
@@ -56,6 +56,13 @@ class Pilot:
     """The NUTS pilot's adapted step sizes, metric and starts: its full run continues from them."""
     partial: SampleResult | None = None
     """The draws of a pilot dropped from the race: a reference for the agreement check if none finished."""
+    variant: str = ""
+    """What sets this pilot apart from another of the same method (NUTS's "dense" metric from its warm-up)."""
+
+    @property
+    def name(self) -> str:
+        """The method, and its variant where it has one (``nuts (dense)``): how the messages name it."""
+        return f"{self.method} ({self.variant})" if self.variant else self.method
 
     def full_seconds(self, chain_draws: int) -> float:
         """The seconds of a full run of ``chain_draws`` chain-draws: warm-up, set-up and draws."""
@@ -66,9 +73,10 @@ class Pilot:
         value = self.ess_per_draw * chain_draws / self.full_seconds(chain_draws)
         return float(value) if np.isfinite(value) else float("nan")
 
-    def row(self, chain_draws: int, chosen: str) -> dict[str, Any]:
+    def row(self, chain_draws: int, chosen: bool) -> dict[str, Any]:
         return {
             "method": self.method,
+            "name": self.name,
             "sampler": self.label,
             "warmup": self.warmup,
             "warmup_s": self.warmup_seconds,
@@ -81,7 +89,7 @@ class Pilot:
             "z_vs_reference": self.z_max,
             "slowest": self.slowest_name,
             "slowest_in_funnel": self.in_funnel,
-            "chosen": self.method == chosen,
+            "chosen": chosen,
             "note": self.note,
         }
 
@@ -145,11 +153,11 @@ class Race:
         """Make ``pilot``'s projection the best if it is higher; the pilots' budget a share of its run."""
         value = pilot.projected(self.chain_draws)
         if pilot.result is not None and not pilot.note and np.isfinite(value) and value > self.best:
-            self.best, self.leader, self.leader_role = value, pilot.method, pilot.role
+            self.best, self.leader, self.leader_role = value, pilot.name, pilot.role
             run = pilot.full_seconds(self.chain_draws)
             budget = max(constants.PILOT_SHARE * run, constants.PILOT_FLOOR)
             self.deadline = time.perf_counter() + budget
-            self.share = (f"{budget:.3g} s: {constants.PILOT_SHARE:.0%} of {pilot.method}'s projected "
+            self.share = (f"{budget:.3g} s: {constants.PILOT_SHARE:.0%} of {pilot.name}'s projected "
                           f"{run:.3g} s, at least {constants.PILOT_FLOOR:g} s")  # fmt: skip
 
     def spent(self) -> str:
@@ -242,7 +250,11 @@ def _nuts_pilot(run: AutoRun, spec: MethodSpec, race: Race, seed: int) -> Pilot:
         metric = f"the {adaptation.warmup} fit's dense metric" if dense is not None else "its metric"
         say(f"auto: pilot of {spec.label} from the shared warm-up's starts and {metric}, {auto.chains} "
             f"chains x ({constants.NUTS_PILOT_STEP} step-size iterations + {auto.pilot_draws})")  # fmt: skip
-        pilot.label = f"{spec.label} (dense metric)" if dense is not None else spec.label
+        pilot.label = (
+            f"{spec.label} (dense metric from the {adaptation.warmup} fit)"
+            if dense is not None
+            else spec.label
+        )
         state = _nuts_step(run, pilot, race, seed, dense)
         if state is None:
             pilot.pilot_seconds = time.perf_counter() - start
@@ -250,9 +262,49 @@ def _nuts_pilot(run: AutoRun, spec: MethodSpec, race: Race, seed: int) -> Pilot:
     else:
         say(f"auto: pilot of {spec.label}, {auto.chains} chains x {auto.pilot_draws} draws continuing the "
             "shared warm-up (the first draws of its full run)")  # fmt: skip
+    return _nuts_draws(run, spec, pilot, state, seed, start)
+
+
+def _adapted_dense_pilot(run: AutoRun, spec: MethodSpec, race: Race, seed: int) -> Pilot:
+    """Stan's NUTS with a dense metric estimated from NUTS's own warm-up draws, beside the diagonal one.
+
+    Where the cheap warm-ups were refused, NUTS's warm-up (diagonal metric)
+    is the one shared; its draws after adaptation settled (the last half,
+    pooled over the chains) also give the covariance Stan's ``metric=dense``
+    would adapt (:func:`~stanaccel.sampling.warmup.warmup_covariance`), for
+    the cost of a step-size adaptation alone rather than a second warm-up.
+    It is the third configuration of NUTS ``auto`` chooses among (with the
+    diagonal and the Laplace or Pathfinder fit's dense metric): on
+    correlated posteriors Stan's dense metric made 2-67x the diagonal's ESS
+    per second on posteriordb, and on a funnel it does worse, so the
+    pilot decides. Its draws are checkpointed in ``folder`` / "dense".
+    """
+    adaptation, auto, say = run.adaptation, run.auto, run.say
+    start = time.perf_counter()
+    label = f"{spec.label} (dense metric from its warm-up)"
+    folder = Path(run.folder) / "dense"
+    pilot = Pilot(spec.name, spec.auto, label, warmup=adaptation.warmup, checkpoint=folder, variant="dense")
+    pilot.warmup_seconds, pilot.setup_seconds = run.warm_seconds, 0.0
+    if race.spent():
+        pilot.note = f"not piloted: {race.spent()[9:]}"
+        return pilot
+    dense = warmup_covariance(adaptation.draws)
+    say(f"auto: pilot of {label}: the covariance of the warm-up's last {len(adaptation.draws)} draws, "
+        f"{auto.chains} chains x ({constants.NUTS_PILOT_STEP} step-size iterations + "
+        f"{auto.pilot_draws})")  # fmt: skip
+    state = _nuts_step(run, pilot, race, seed, dense)
+    if state is None:
+        pilot.pilot_seconds = time.perf_counter() - start
+        return pilot
+    return _nuts_draws(run, spec, pilot, state, seed, start)
+
+
+def _nuts_draws(run: AutoRun, spec: MethodSpec, pilot: Pilot, state: WarmupState, seed: int, start: float):
+    """A NUTS pilot's draws from its warm-up ``state`` (checkpointed: its full run continues them)."""
+    auto = run.auto
     pilot.state = replace(state, seconds=run.warm_seconds + pilot.setup_seconds)
     config = make_config(spec.name, {"chains": auto.chains, "draws": auto.pilot_draws})
-    result = run_nuts(config, model, run.program.name, seed, run.seeds, warmup_from=pilot.state,
+    result = run_nuts(config, run.model, run.program.name, seed, run.seeds, warmup_from=pilot.state,
                       checkpoint=pilot.checkpoint, checkpoint_draws=auto.pilot_draws)  # fmt: skip
     if result.run.interrupted:
         raise KeyboardInterrupt
@@ -263,7 +315,8 @@ def _nuts_pilot(run: AutoRun, spec: MethodSpec, race: Race, seed: int) -> Pilot:
 def _nuts_step(run: AutoRun, pilot: Pilot, race: Race, seed: int, dense=None) -> WarmupState | None:
     """NUTS's step sizes adapted alone from a cheap warm-up, as a warm-up state; None if NUTS lost the race.
 
-    The metric is the warm-up's (diagonal), or ``dense``, the full covariance of its Gaussian.
+    The metric is the warm-up's (diagonal), or ``dense``: the full covariance of a cheap warm-up's
+    Gaussian, or one estimated from NUTS's warm-up draws.
 
     Its seconds are the pilot's set-up; the race may drop NUTS after the
     probe's iterations or the step-size ones, at its seconds per draw (the

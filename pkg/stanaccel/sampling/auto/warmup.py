@@ -89,7 +89,8 @@ def _nuts_at_once(run: AutoRun, why: str) -> SampleResult:
                       run.progress, say, checkpoint_part(run.checkpoint, "auto quick nuts"))  # fmt: skip
     result.charged_seconds["auto check"] = checked
     result.reports["auto"] = {
-        "chosen": method, "reason": line, "formula": FORMULA, "chains": auto.chains, "draws": auto.draws,
+        "chosen": method, "sampler": f"Stan NUTS ({metric} metric, its own warm-up)", "reason": line,
+        "formula": FORMULA, "chains": auto.chains, "draws": auto.draws,
         "pilot_draws": auto.pilot_draws, "pilot_seconds": checked, "continued_draws": [], "reference": None,
         "warmup": {}, "modes": {}, "funnel": None, "skipped": {}, "pilots": [],
     }  # fmt: skip
